@@ -1,0 +1,122 @@
+"""Benchmark: stream a large tree as tar (GitRepository.archive) vs `git archive`.
+
+Generates a repository with >= 50,000 files (packed, like a real clone), then times, in
+the same run, `archive(tree)` consumed in full against `git archive --format=tar <tree>`
+written to /dev/null. Prints the medians and the ratio (goal: <= 1.0x).
+
+    python -m benchmarks.materialize [--files 50000] [--repeats 5] [--repo PATH --tree REV]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pygit2
+from pygit2.enums import FileMode
+
+from gate.git.repo import GitRepository
+from gate.model import TreeId
+
+SIG = pygit2.Signature("bench", "bench@example.invalid", 1_700_000_000, 0)
+
+
+def generate(path: Path, files: int, seed: int = 1) -> str:
+    """A repository of `files` files in nested directories; returns its tree id."""
+    rng = random.Random(seed)  # noqa: S311 (test data, not secrets)
+    repo = pygit2.init_repository(str(path), initial_head="main")
+    index = pygit2.Index()
+    words = [b"alpha", b"beta", b"gamma", b"delta", b"import os", b"return x", b"\n"]
+    for i in range(files):
+        depth = f"pkg{i % 40}/mod{i % 400}/sub{i % 1300}"
+        size = int(rng.lognormvariate(7, 1.2))  # median ~1 KiB, long tail
+        body = b" ".join(rng.choice(words) for _ in range(max(1, size // 6)))
+        mode = FileMode.BLOB_EXECUTABLE if i % 50 == 0 else FileMode.BLOB
+        index.add(pygit2.IndexEntry(f"{depth}/file_{i}.py", repo.create_blob(body), mode))
+    tree = index.write_tree(repo)
+    repo.create_commit("refs/heads/main", SIG, SIG, "bench", tree, [])
+    subprocess.run(["git", "repack", "-adq"], cwd=path, check=True)
+    subprocess.run(["git", "prune-packed"], cwd=path, check=True)
+    return str(tree)
+
+
+def time_ours(git: GitRepository, tree: str) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    total = sum(len(chunk) for chunk in git.archive(TreeId(tree)))
+    return time.perf_counter() - t0, total
+
+
+def time_cold(repo_path: Path, tree: str) -> float:
+    """A fresh GitRepository: opening it and the safety walk of every entry included."""
+    t0 = time.perf_counter()
+    with GitRepository(repo_path) as git:
+        sum(len(chunk) for chunk in git.archive(TreeId(tree)))
+    return time.perf_counter() - t0
+
+
+def time_git(repo_path: Path, tree: str) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(
+        ["git", "archive", "--format=tar", tree],
+        cwd=repo_path,
+        stdout=subprocess.DEVNULL,
+        check=True,
+    )
+    return time.perf_counter() - t0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--files", type=int, default=50_000)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repo", type=Path, help="use an existing repository instead")
+    ap.add_argument("--tree", default="HEAD", help="revision whose tree to stream (--repo)")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="proofgate-bench-") as tmp:
+        if args.repo:
+            repo_path = args.repo
+            tree = str(
+                pygit2.Repository(str(repo_path)).revparse_single(args.tree).peel(pygit2.Tree).id
+            )
+        else:
+            repo_path = Path(tmp) / "repo"
+            t0 = time.perf_counter()
+            tree = generate(repo_path, args.files)
+            print(
+                f"generated {args.files} files in {time.perf_counter() - t0:.1f}s", file=sys.stderr
+            )
+        cold: list[float] = []
+        warm: list[float] = []
+        theirs: list[float] = []
+        size = 0
+        with GitRepository(repo_path) as git:
+            time_ours(git, tree)  # warm the page cache for both
+            time_git(repo_path, tree)
+            for _ in range(args.repeats):
+                cold.append(time_cold(repo_path, tree))
+                t, size = time_ours(git, tree)
+                warm.append(t)
+                theirs.append(time_git(repo_path, tree))
+        mc, mw, mg = (statistics.median(x) for x in (cold, warm, theirs))
+
+        def runs(xs: list[float]) -> str:
+            return ", ".join(f"{x * 1000:.0f}" for x in xs)
+
+        print(f"tree {tree}: {size / 1e6:.1f} MB of tar, {os.cpu_count()} CPUs")
+        print(f"archive() first call: median {mc * 1000:7.1f} ms  ({runs(cold)})")
+        print(f"archive() per check:  median {mw * 1000:7.1f} ms  ({runs(warm)})")
+        print(f"git archive:          median {mg * 1000:7.1f} ms  ({runs(theirs)})")
+        print(f"ratio first call / git archive = {mc / mg:.2f}x")
+        print(f"ratio per check  / git archive = {mw / mg:.2f}x (goal <= 1.0x)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

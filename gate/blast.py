@@ -1,0 +1,297 @@
+"""Blast radius (issue 6, AgentDiff's idea kept deterministic). Pure.
+
+Two integer scores go into the receipt next to every input they were computed from, so
+a reader can recompute them by hand:
+
+immediate = 1*files + 2*bit_length(lines) + 5*executables + 10*build_time + 10*sensitive
+    files        changed paths in the inventory
+    lines        added + deleted lines (`bit_length` = floor(log2(lines)) + 1; 0 for 0),
+                 so size counts logarithmically and a huge diff cannot drown the rest
+    executables  paths whose new mode is 100755
+    build_time   paths that run at install/build/CI time or change what a checkout means
+    sensitive    paths of the gate config, policy.protected/deny, CI, dependencies
+
+future = 1*direct_importers + 1*transitive_importers + 5*import_time + 10*install_time
+         + 10*ci_time
+    direct_importers      modules of the proven tree importing a changed Python module
+    transitive_importers  modules reaching a changed module through imports (incl. direct)
+    import_time           changed files Python runs implicitly (`__init__.py`,
+                          `conftest.py`, `*.pth`, `sitecustomize.py`, `usercustomize.py`)
+    install_time          changed build/install-time files
+    ci_time               changed CI workflow/action files
+
+The import graph is static (`ast`, nothing is executed) over the Python files of the
+proven tree the caller supplies; a module's name follows Python's package rule (walk up
+while the directory has an `__init__.py`). Without the tree the analyzer is recorded as
+not run and contributes 0. Neither score changes the verdict unless a threshold is set.
+"""
+
+from __future__ import annotations
+
+import ast
+import posixpath
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from gate.model import ChangeStatus, InventoryEntry, JsonDict, path_display
+
+__all__ = ["FORMULA_VERSION", "BlastRadius", "Thresholds", "blast_radius"]
+
+FORMULA_VERSION = 1
+IMMEDIATE_WEIGHTS: Mapping[str, int] = {
+    "files": 1,
+    "lines_bits": 2,
+    "executables": 5,
+    "build_time": 10,
+    "sensitive": 10,
+}
+FUTURE_WEIGHTS: Mapping[str, int] = {
+    "direct_importers": 1,
+    "transitive_importers": 1,
+    "import_time": 5,
+    "install_time": 10,
+    "ci_time": 10,
+}
+LIST_CAP = 50  # paths listed per input; counts are always complete
+MAX_PARSE_BYTES = 1 << 20  # larger Python files are counted, not parsed
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Thresholds:
+    """policy.thresholds: a score strictly above a threshold makes a finding (HOLD)."""
+
+    immediate: int | None = None
+    future: int | None = None
+
+    def to_dict(self) -> JsonDict:
+        return {"immediate": self.immediate, "future": self.future}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BlastRadius:
+    immediate: int
+    future: int
+    detail: JsonDict  # the receipt's `blast_radius`: scores, formulas, weights, inputs
+
+
+def _listing(paths: Sequence[bytes]) -> list[str]:
+    return [path_display(p) for p in sorted(set(paths))[:LIST_CAP]]
+
+
+def _score(inputs: Mapping[str, int], weights: Mapping[str, int]) -> int:
+    return sum(weights[k] * inputs[k] for k in weights)
+
+
+def _formula(weights: Mapping[str, int]) -> str:
+    return " + ".join(f"{w}*{k}" for k, w in weights.items())
+
+
+_IMPORT_TIME = frozenset({b"__init__.py", b"conftest.py", b"sitecustomize.py", b"usercustomize.py"})
+
+
+def _runs_on_import(path: bytes) -> bool:
+    base = path.rsplit(b"/", 1)[-1]
+    return base in _IMPORT_TIME or base.endswith(b".pth")
+
+
+# --- import graph ------------------------------------------------------------------
+
+RawImport = tuple[int, str, tuple[str, ...]]  # (level, module, imported names)
+
+
+@lru_cache(maxsize=16384)
+def _raw_imports(source: bytes) -> tuple[RawImport, ...] | None:
+    """Imports of one file, or None when it does not parse. Cached by content."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    out: list[RawImport] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((0, a.name, ()) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            out.append((node.level, node.module or "", tuple(a.name for a in node.names)))
+    return tuple(out)
+
+
+def _module_name(path: bytes, package_dirs: frozenset[bytes]) -> str | None:
+    if not path.endswith(b".py"):
+        return None
+    parts = path[:-3].split(b"/")
+    if parts[-1] == b"__init__":
+        parts = parts[:-1]
+    d = posixpath.dirname(path)
+    start = len(d.split(b"/")) if d else 0
+    while d and d in package_dirs:
+        d = posixpath.dirname(d)
+        start -= 1
+    name = parts[start:]
+    if not name:
+        return None
+    try:
+        return ".".join(p.decode("utf-8") for p in name)
+    except UnicodeDecodeError:
+        return None
+
+
+def _resolve(raw: RawImport, module: str, is_package: bool) -> list[str]:
+    level, mod, names = raw
+    if level:
+        pkg = module.split(".") if is_package else module.split(".")[:-1]
+        if level - 1 > len(pkg):
+            return []
+        base = pkg[: len(pkg) - (level - 1)]
+        mod = ".".join([*base, mod] if mod else base)
+    if not mod:
+        return []
+    return [mod, *(f"{mod}.{n}" for n in names if n != "*")]
+
+
+def _target(name: str, known: frozenset[str]) -> str | None:
+    parts = name.split(".")
+    for k in range(len(parts), 0, -1):
+        cand = ".".join(parts[:k])
+        if cand in known:
+            return cand
+    return None
+
+
+def _import_graph(
+    changed: Sequence[bytes], tree_files: Mapping[bytes, bytes]
+) -> tuple[JsonDict, int, int]:
+    py = sorted(p for p in tree_files if p.endswith(b".py"))
+    package_dirs = frozenset(posixpath.dirname(p) for p in py if p.endswith(b"/__init__.py"))
+    modules: dict[str, bytes] = {}
+    for p in py:
+        name = _module_name(p, package_dirs)
+        if name is not None:
+            modules.setdefault(name, p)
+    changed_mods = sorted({m for p in changed if (m := _module_name(p, package_dirs)) is not None})
+    known = frozenset(modules) | frozenset(changed_mods)
+    importers: dict[str, set[str]] = {}  # target -> modules importing it
+    unparsed: list[bytes] = []
+    for name, p in modules.items():
+        src = tree_files[p]
+        raws = _raw_imports(src) if len(src) <= MAX_PARSE_BYTES else None
+        if raws is None:
+            unparsed.append(p)
+            continue
+        is_pkg = p.endswith(b"/__init__.py") or p == b"__init__.py"
+        for raw in raws:
+            for imported in _resolve(raw, name, is_pkg):
+                t = _target(imported, known)
+                while t:  # importing a.b.c runs a/__init__ and a/b/__init__ too
+                    if t != name:
+                        importers.setdefault(t, set()).add(name)
+                    t = t.rpartition(".")[0]
+                    if t not in known:
+                        break
+    direct = sorted({m for c in changed_mods for m in importers.get(c, ())} - set(changed_mods))
+    seen = set(changed_mods)
+    queue = deque(changed_mods)
+    while queue:
+        for m in importers.get(queue.popleft(), ()):
+            if m not in seen:
+                seen.add(m)
+                queue.append(m)
+    transitive = sorted(seen - set(changed_mods))
+    detail: JsonDict = {
+        "name": "import-graph",
+        "ran": True,
+        "python_files": len(py),
+        "unparsed": _listing(unparsed),
+        "changed_modules": changed_mods[:LIST_CAP],
+        "direct_importers": direct[:LIST_CAP],
+        "direct_importers_count": len(direct),
+        "transitive_importers_count": len(transitive),
+    }
+    return detail, len(direct), len(transitive)
+
+
+# --- scores ------------------------------------------------------------------------
+
+
+def blast_radius(
+    inventory: Sequence[InventoryEntry],
+    *,
+    build_time: Callable[[bytes], bool],
+    ci: Callable[[bytes], bool],
+    sensitive: Callable[[bytes], bool],
+    tree_files: Mapping[bytes, bytes] | None,
+    thresholds: Thresholds | None,
+) -> BlastRadius:
+    """Both scores with their inputs (see the module doc for the formulas)."""
+    paths = [p for e in inventory for p in {e.path, e.old_path or e.path}]
+    lines = sum(e.lines_added + e.lines_deleted for e in inventory)
+    execs = [
+        e.path for e in inventory if e.new_mode == 0o100755 and e.status is not ChangeStatus.DELETED
+    ]
+    build = sorted({p for p in paths if build_time(p)})
+    sens = sorted({p for p in paths if sensitive(p)})
+    imm_inputs = {
+        "files": len(inventory),
+        "lines_bits": lines.bit_length(),
+        "executables": len(set(execs)),
+        "build_time": len(build),
+        "sensitive": len(sens),
+    }
+    immediate_score = _score(imm_inputs, IMMEDIATE_WEIGHTS)
+    immediate: JsonDict = {
+        "score": immediate_score,
+        "formula": _formula(IMMEDIATE_WEIGHTS),
+        "weights": dict(IMMEDIATE_WEIGHTS),
+        "inputs": {**imm_inputs, "lines": lines},
+        "paths": {
+            "executables": _listing(execs),
+            "build_time": _listing(build),
+            "sensitive": _listing(sens),
+        },
+    }
+
+    on_import = sorted({p for p in paths if _runs_on_import(p)})
+    on_install = [p for p in build if not ci(p)]
+    on_ci = sorted({p for p in paths if ci(p)})
+    py_changed = sorted({p for p in paths if p.endswith(b".py")})
+    analyzers: list[JsonDict] = []
+    if tree_files is None:
+        analyzers.append(
+            {"name": "import-graph", "ran": False, "why": "the proven tree was not supplied"}
+        )
+        direct = transitive = 0
+    else:
+        graph, direct, transitive = _import_graph(py_changed, tree_files)
+        analyzers.append(graph)
+    analyzers.append(
+        {
+            "name": "execution-time",
+            "ran": True,
+            "import_time": _listing(on_import),
+            "install_time": _listing(on_install),
+            "ci_time": _listing(on_ci),
+        }
+    )
+    fut_inputs = {
+        "direct_importers": direct,
+        "transitive_importers": transitive,
+        "import_time": len(on_import),
+        "install_time": len(on_install),
+        "ci_time": len(on_ci),
+    }
+    future_score = _score(fut_inputs, FUTURE_WEIGHTS)
+    future: JsonDict = {
+        "score": future_score,
+        "formula": _formula(FUTURE_WEIGHTS),
+        "weights": dict(FUTURE_WEIGHTS),
+        "inputs": fut_inputs,
+        "analyzers": analyzers,
+    }
+    detail: JsonDict = {
+        "version": FORMULA_VERSION,
+        "immediate": immediate,
+        "future": future,
+        "thresholds": (thresholds or Thresholds()).to_dict(),
+    }
+    return BlastRadius(immediate=int(immediate_score), future=int(future_score), detail=detail)

@@ -1,0 +1,466 @@
+"""`proofgate` command line (SPEC §5). `main(argv) -> int`; exit codes per SPEC §3/§5.
+
+Machine output goes to stdout (`--json`); everything for humans goes to stderr through
+the `gate` logger.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from gate import __version__
+from gate.errors import GateError, UsageError
+from gate.model import JsonDict, Verdict
+
+log = logging.getLogger("gate")
+
+EXIT_USAGE = 2
+EXIT_VERIFY_FAILED = 1
+ENV_SIGNING_KEY = "PROOFGATE_SIGNING_KEY"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that names the program in errors and exits 2 (usage)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"proofgate: error: {message}\n")
+
+
+def _verdict_arg(text: str) -> Verdict:
+    try:
+        return Verdict(text.upper())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected one of {', '.join(v.value for v in Verdict)}, got {text!r}"
+        ) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more progress on stderr (-vv: debug)"
+    )
+    parser = _Parser(
+        prog="proofgate",
+        description="Prove a change's exact patch in a Docker clean room and sign a receipt.",
+        parents=[common],
+    )
+    parser.add_argument("--version", action="version", version=f"proofgate {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    def revisions(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--repo", default=".", metavar="DIR", help="the git repository (default .)")
+        p.add_argument("--base", required=True, metavar="REV", help="base revision")
+        p.add_argument("--head", required=True, metavar="REV", help="head revision")
+        p.add_argument(
+            "--config",
+            type=Path,
+            metavar="FILE",
+            help="a local configuration file you trust (default: .github/proofgate.yml "
+            "from the base commit's tree)",
+        )
+        p.add_argument("--json", action="store_true", help="print the predicate as JSON on stdout")
+
+    p = sub.add_parser(
+        "prove",
+        parents=[common],
+        help="prove a change in the clean room and write a receipt",
+        description="Capture the patch merge-base(base, head)..head, re-apply it to the base "
+        "tip privately, run the configured checks each in a fresh container, and sign a "
+        "receipt. Exit 0 PROVEN, 10 FAILED, 11 HELD, 12 BLOCKED, 13 INCONCLUSIVE, 2 usage.",
+    )
+    revisions(p)
+    p.add_argument(
+        "--key",
+        type=Path,
+        metavar="FILE",
+        help=f"Ed25519 private key (PEM) to sign the receipt; or set {ENV_SIGNING_KEY}",
+    )
+    p.add_argument(
+        "--approval", type=Path, metavar="FILE", help="a signed approval of a HELD result"
+    )
+    p.add_argument(
+        "--approver-key",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PUB",
+        help="a public key trusted to sign approvals (repeatable; the signing key's own "
+        "public key is trusted too)",
+    )
+    p.add_argument(
+        "--out", type=Path, metavar="DIR", help="write receipt.json, receipt.md, patch.diff"
+    )
+    p.add_argument(
+        "--allow-pull",
+        action="store_true",
+        default=os.environ.get("PROOFGATE_ALLOW_PULL", "") == "1",
+        help="pull the clean-room image when it is not present locally (PROOFGATE_ALLOW_PULL=1)",
+    )
+
+    p = sub.add_parser(
+        "policy",
+        parents=[common],
+        help="pre-flight: evidence and policy only, runs nothing",
+        description="Evidence + policy only; runs nothing. Exit 0 ALLOW, 11 HOLD, 12 DENY, "
+        "13 evidence incomplete, 2 usage.",
+    )
+    revisions(p)
+
+    p = sub.add_parser(
+        "verify",
+        parents=[common],
+        help="verify a receipt's signature, journal and subjects",
+        description="Exit 0 only for a valid signature by a given key whose subjects match "
+        "--commit/--tree/--patch and whose verdict meets --require; 1 otherwise; 2 usage.",
+    )
+    p.add_argument("receipt", nargs="?", type=Path, metavar="RECEIPT", help="receipt.json (DSSE)")
+    p.add_argument(
+        "--key",
+        type=Path,
+        action="append",
+        required=True,
+        metavar="PUB",
+        help="trusted public key (repeatable)",
+    )
+    p.add_argument("--commit", metavar="SHA", help="the head commit the receipt must be for")
+    p.add_argument("--tree", metavar="SHA", help="the proven tree the receipt must be for")
+    p.add_argument("--patch", type=Path, metavar="FILE", help="patch.diff whose sha256 must match")
+    p.add_argument("--require", type=_verdict_arg, metavar="VERDICT", help="e.g. PROVEN")
+    p.add_argument(
+        "--github",
+        metavar="OWNER/REPO",
+        help="find the receipts through the commit's check runs (needs --commit; token from "
+        "GITHUB_TOKEN, API from GITHUB_API_URL)",
+    )
+
+    p = sub.add_parser(
+        "show", parents=[common], help="render a receipt as Markdown, or print its predicate"
+    )
+    p.add_argument("receipt", type=Path, metavar="RECEIPT")
+    p.add_argument("--json", action="store_true", help="print the predicate as JSON")
+    p.add_argument(
+        "--key",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PUB",
+        help="verify with this key first (without one, the receipt is shown unverified)",
+    )
+
+    p = sub.add_parser("keygen", parents=[common], help="create an Ed25519 signing key pair")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR")
+
+    p = sub.add_parser(
+        "approve",
+        parents=[common],
+        help="sign an approval of a HELD result, bound to its patch digest and policy",
+    )
+    p.add_argument("--key", type=Path, required=True, metavar="FILE", help="approver's private key")
+    p.add_argument(
+        "--receipt", type=Path, metavar="RECEIPT", help="take digest + fingerprint from it"
+    )
+    p.add_argument("--patch-sha256", metavar="HEX")
+    p.add_argument("--policy-fingerprint", metavar="HEX")
+    p.add_argument("--approver", required=True, metavar="NAME")
+    p.add_argument("--out", type=Path, required=True, metavar="FILE")
+
+    p = sub.add_parser(
+        "demo", parents=[common], help="prove a bundled example end to end (needs Docker)"
+    )
+    p.add_argument("--out", type=Path, default=Path("proofgate-demo"), metavar="DIR")
+    p.add_argument(
+        "--image",
+        default=os.environ.get("PROOFGATE_DEMO_IMAGE", "proofgate/cleanroom:latest"),
+        help="clean-room image for the demo (PROOFGATE_DEMO_IMAGE)",
+    )
+    return parser
+
+
+def _setup_logging(verbose: int) -> None:
+    env = os.environ.get("PROOFGATE_LOGLEVEL", "").upper()
+    level = logging.DEBUG if verbose > 1 else logging.INFO
+    if env in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        level = getattr(logging, env)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("proofgate: %(message)s"))
+    root = logging.getLogger("gate")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise UsageError(f"cannot read {what} {path}: {e.strerror}") from e
+
+
+def _print_event(event: JsonDict) -> None:
+    data = event.get("data")
+    details = ""
+    if isinstance(data, dict) and data:
+        parts = [f"{k}={v}" for k, v in data.items() if not isinstance(v, (dict, list))]
+        details = " " + " ".join(parts)[:200]
+    log.debug("[%s] %s%s", event.get("seq"), event.get("kind"), details)
+    kind = event.get("kind")
+    if kind in (
+        "evidence-captured",
+        "policy-decided",
+        "image-resolved",
+        "check-finished",
+        "verdict",
+    ):
+        log.info("%s%s", kind, details)
+
+
+def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
+    from gate import approval as approval_mod
+    from gate import receipt
+    from gate.git.repo import GitRepository
+    from gate.prove import ApprovalRejected, ProveRequest, prove
+    from gate.sandbox.docker import DockerSandbox
+
+    key_pem: bytes | None = None
+    approver_keys = []
+    if run_checks:
+        if args.key is not None:
+            key_pem = _read(args.key, "--key")
+        elif os.environ.get(ENV_SIGNING_KEY):
+            key_pem = os.environ[ENV_SIGNING_KEY].encode("utf-8")
+        if key_pem is not None:
+            approver_keys.append(
+                receipt.load_private_key(key_pem, source="the signing key").public_key()
+            )
+        approver_keys.extend(
+            receipt.load_public_key(_read(path, "--approver-key"), source=str(path))
+            for path in args.approver_key
+        )
+    approval_doc = _read(args.approval, "--approval") if run_checks and args.approval else None
+    if approval_doc is not None and not approver_keys:
+        raise UsageError("--approval needs a trusted key: pass --key or --approver-key")
+
+    def approver(patch_sha256: str, fingerprint: str) -> object:
+        if approval_doc is None:
+            return None
+        try:
+            return approval_mod.verify_approval(
+                approval_doc,
+                approver_keys,
+                patch_sha256=patch_sha256,
+                policy_fingerprint=fingerprint,
+            )
+        except receipt.ReceiptError as e:
+            raise ApprovalRejected(f"the approval in {args.approval} does not count: {e}") from e
+
+    request = ProveRequest(
+        base=args.base,
+        head=args.head,
+        config_file=args.config,
+        signing_key_pem=key_pem,
+        run_checks=run_checks,
+    )
+    with GitRepository(args.repo) as evidence:
+        run = prove(
+            request,
+            evidence=evidence,
+            sandbox=lambda: DockerSandbox(allow_pull=bool(getattr(args, "allow_pull", False))),
+            approver=approver,  # type: ignore[arg-type]
+            on_event=_print_event,
+        )
+    if run_checks and not run.signed:
+        log.warning(
+            "WARNING: the receipt is UNSIGNED (no --key and no %s): nobody can verify it",
+            ENV_SIGNING_KEY,
+        )
+    out: Path | None = getattr(args, "out", None)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "receipt.json").write_bytes(run.envelope)
+        (out / "receipt.md").write_text(run.markdown, encoding="utf-8")
+        (out / "patch.diff").write_bytes(run.patch)
+        log.info("wrote %s, receipt.md and patch.diff", out / "receipt.json")
+    if args.json:
+        sys.stdout.write(json.dumps(run.predicate, indent=2, ensure_ascii=False) + "\n")
+    for reason in run.reasons:
+        prefix = f"[{reason.check}] " if reason.check else ""
+        log.info("reason %s: %s%s", reason.code.value, prefix, reason.message)
+    if not run_checks:
+        log.info("policy: %s", run.policy_decision.value)
+        if run.verdict is Verdict.INCONCLUSIVE:
+            return Verdict.INCONCLUSIVE.exit_code
+        return {"ALLOW": 0, "HOLD": 11, "DENY": 12}[run.policy_decision.value]
+    log.info("verdict: %s", run.verdict.value)
+    return run.verdict.exit_code
+
+
+def _load_keys(paths: Sequence[Path]) -> list[object]:
+    from gate import receipt
+
+    return [receipt.load_public_key(_read(p, "--key"), source=str(p)) for p in paths]
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from gate import receipt
+
+    keys = _load_keys(args.key)
+    if args.github:
+        if not args.commit:
+            raise UsageError("verify --github needs --commit SHA")
+        if args.receipt is not None:
+            raise UsageError("give either a RECEIPT file or --github, not both")
+        from gate.github.checks import GitHubChecks, verify_from_github
+
+        api = GitHubChecks.from_env(args.github)
+        ok, message = verify_from_github(
+            api,
+            args.commit,
+            keys,
+            args.require,  # type: ignore[arg-type]
+        )
+        if ok:
+            log.info("%s", message)
+            return 0
+        sys.stderr.write(f"proofgate: verify failed: {message}\n")
+        return EXIT_VERIFY_FAILED
+    if args.receipt is None:
+        raise UsageError("verify needs a RECEIPT file or --github OWNER/REPO")
+    envelope = _read(args.receipt, "receipt")
+    patch = _read(args.patch, "--patch") if args.patch else None
+    try:
+        statement = receipt.verify(
+            envelope,
+            keys,  # type: ignore[arg-type]
+            commit=args.commit,
+            tree=args.tree,
+            patch=patch,
+            require=args.require,
+        )
+    except receipt.ReceiptError as e:
+        sys.stderr.write(f"proofgate: verify failed: {e}\n")
+        return EXIT_VERIFY_FAILED
+    predicate = statement.get("predicate")
+    verdict = predicate.get("verdict") if isinstance(predicate, dict) else None
+    log.info("receipt verified: verdict %s", verdict)
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from gate import receipt, render
+
+    envelope = _read(args.receipt, "receipt")
+    try:
+        if args.key:
+            statement = receipt.verify(envelope, _load_keys(args.key))  # type: ignore[arg-type]
+        else:
+            statement = receipt.unverified_statement(envelope)
+            log.warning("shown UNVERIFIED: pass --key PUB to check the signature first")
+    except receipt.ReceiptError as e:
+        sys.stderr.write(f"proofgate: cannot show {args.receipt}: {e}\n")
+        return EXIT_VERIFY_FAILED
+    predicate = statement.get("predicate")
+    if not isinstance(predicate, dict):
+        sys.stderr.write(f"proofgate: {args.receipt} has no predicate\n")
+        return EXIT_VERIFY_FAILED
+    if args.json:
+        sys.stdout.write(render.to_json(predicate) + "\n")
+    else:
+        sys.stdout.write(render.to_markdown(predicate))
+    return 0
+
+
+def _cmd_keygen(args: argparse.Namespace) -> int:
+    from gate import receipt
+
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    priv, pub = receipt.generate_keypair()
+    key_path, pub_path = out / "proofgate.key", out / "proofgate.pub"
+    for path in (key_path, pub_path):
+        if path.exists():
+            raise UsageError(f"{path} exists already; not overwriting a key")
+    fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(priv)
+    os.chmod(key_path, 0o600)
+    pub_path.write_bytes(pub)
+    keyid = receipt.keyid(receipt.load_public_key(pub, source=str(pub_path)))
+    log.info("wrote %s (private, 0600) and %s; keyid %s", key_path, pub_path, keyid)
+    return 0
+
+
+def _cmd_approve(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from gate import approval, receipt
+
+    key = receipt.load_private_key(_read(args.key, "--key"), source=str(args.key))
+    patch_sha256, fingerprint = args.patch_sha256, args.policy_fingerprint
+    if args.receipt is not None:
+        statement = receipt.unverified_statement(_read(args.receipt, "--receipt"))
+        predicate = statement.get("predicate")
+        if isinstance(predicate, dict):
+            patch = predicate.get("patch")
+            pol = predicate.get("policy")
+            if isinstance(patch, dict) and isinstance(pol, dict):
+                patch_sha256 = patch_sha256 or patch.get("sha256")
+                fingerprint = fingerprint or pol.get("fingerprint")
+    if not patch_sha256 or not fingerprint:
+        raise UsageError("approve needs --receipt, or --patch-sha256 and --policy-fingerprint")
+    doc = approval.create_approval(
+        approver=args.approver,
+        approved_at=datetime.now(tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        patch_sha256=str(patch_sha256),
+        policy_fingerprint=str(fingerprint),
+        key=key,
+    )
+    args.out.write_bytes(doc)
+    log.info("wrote approval %s for patch %s", args.out, str(patch_sha256)[:12])
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from gate.demo import run_demo
+
+    return run_demo(out=args.out, image=args.image)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code) if isinstance(e.code, int) else EXIT_USAGE
+    _setup_logging(args.verbose)
+    try:
+        match args.command:
+            case "prove":
+                return _cmd_prove(args, run_checks=True)
+            case "policy":
+                return _cmd_prove(args, run_checks=False)
+            case "verify":
+                return _cmd_verify(args)
+            case "show":
+                return _cmd_show(args)
+            case "keygen":
+                return _cmd_keygen(args)
+            case "approve":
+                return _cmd_approve(args)
+            case "demo":
+                return _cmd_demo(args)
+            case _:
+                raise UsageError(f"unknown command {args.command!r}")
+    except GateError as e:
+        sys.stderr.write(f"proofgate: {e}\n")
+        return e.exit_code
+    except BrokenPipeError:
+        return 1

@@ -1,0 +1,1 @@
+"""Git adapter (pygit2): resolve, capture the patch, re-apply privately, stream trees."""

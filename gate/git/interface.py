@@ -1,0 +1,50 @@
+"""The port the orchestrator uses to read git evidence.
+
+Raises `gate.errors.RepoError` (exit 2) for usage problems: not a repository, unknown
+revision, shallow clone missing the merge-base. Evidence problems (patch does not apply,
+merge conflict, hostile tree entries) are not exceptions: they come back as `Reason`s in
+`Evidence.reasons` with `proven_tree=None`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+from gate.errors import RepoError
+from gate.model import BlobId, CommitId, Evidence, TreeId
+
+__all__ = ["EvidenceSource", "RepoError", "UnsafeTreeError"]
+
+
+class UnsafeTreeError(Exception):
+    """A tree entry could escape the workspace (`..`, absolute, `.git` component, ...)."""
+
+
+class EvidenceSource(Protocol):
+    def capture(self, base: str, head: str) -> Evidence:
+        """Resolve base/head, compute merge-base, capture the patch, inventory it, re-apply
+        it to the base tip in a private object store and compare with a three-way merge.
+
+        Raises:
+            RepoError: unknown revision, shallow clone without the merge-base, not a repo.
+        """
+        ...
+
+    def read_blob_at(self, commit: CommitId, path: str) -> tuple[BlobId, bytes] | None:
+        """The blob at `path` in `commit`'s tree (from the user's repo), or None."""
+        ...
+
+    def archive(self, tree: TreeId) -> Iterator[bytes]:
+        """Stream `tree` (from the private object store) as an uncompressed tar.
+
+        Entries are relative paths (no leading `/`), exec bits and symlinks preserved.
+
+        Raises:
+            UnsafeTreeError: an entry could write outside the extraction directory.
+        """
+        ...
+
+    def close(self) -> None:
+        """Delete the private object store. Safe to call twice."""
+        ...

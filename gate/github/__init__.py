@@ -1,0 +1,1 @@
+"""GitHub adapter (PyGithub): pull requests, check runs, annotations, approvals."""

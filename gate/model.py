@@ -1,0 +1,539 @@
+"""Core values: frozen dataclasses and enums shared by the core and the adapters.
+
+Everything here is plain data. Adapters (git/, sandbox/, github/) produce these values;
+the pure core (config, policy, verdict, receipt) consumes them. Each value that goes
+into the receipt has a `to_dict()` giving JSON-ready data.
+
+Paths are bytes in git. In JSON a path is written as `path` (UTF-8 text) when its bytes
+are valid UTF-8, and otherwise as `path_b64` (standard base64 of the exact bytes) next
+to a display-only `path` in which undecodable bytes appear as backslash escapes. A
+reader that needs exact bytes takes `path_b64` when present, else `path` encoded as UTF-8.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NewType
+
+CommitId = NewType("CommitId", str)  # 40-hex git object id
+TreeId = NewType("TreeId", str)  # 40-hex git object id
+BlobId = NewType("BlobId", str)  # 40-hex git object id
+Sha256 = NewType("Sha256", str)  # 64-hex
+
+JsonDict = dict[str, object]
+
+
+def path_to_dict(path: bytes, key: str = "path") -> JsonDict:
+    """Lossless JSON form of a git path (see the module docstring)."""
+    try:
+        return {key: path.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {
+            key: path.decode("utf-8", "backslashreplace"),
+            f"{key}_b64": base64.b64encode(path).decode("ascii"),
+        }
+
+
+def path_display(path: bytes) -> str:
+    """Human form of a git path; never used for identity."""
+    return path.decode("utf-8", "backslashreplace")
+
+
+class Verdict(enum.StrEnum):
+    PROVEN = "PROVEN"
+    FAILED = "FAILED"
+    HELD = "HELD"
+    BLOCKED = "BLOCKED"
+    INCONCLUSIVE = "INCONCLUSIVE"
+
+    @property
+    def severity(self) -> int:
+        """Worst wins: BLOCKED > INCONCLUSIVE > FAILED > HELD > PROVEN (SPEC §3)."""
+        return _SEVERITY[self]
+
+    @property
+    def exit_code(self) -> int:
+        return _EXIT[self]
+
+    @property
+    def conclusion(self) -> str:
+        """The check-run conclusion; never neutral or skipped (GitHub counts those as passing)."""
+        return _CONCLUSION[self]
+
+
+_SEVERITY = {
+    Verdict.PROVEN: 0,
+    Verdict.HELD: 1,
+    Verdict.FAILED: 2,
+    Verdict.INCONCLUSIVE: 3,
+    Verdict.BLOCKED: 4,
+}
+_EXIT = {
+    Verdict.PROVEN: 0,
+    Verdict.FAILED: 10,
+    Verdict.HELD: 11,
+    Verdict.BLOCKED: 12,
+    Verdict.INCONCLUSIVE: 13,
+}
+_CONCLUSION = {
+    Verdict.PROVEN: "success",
+    Verdict.FAILED: "failure",
+    Verdict.HELD: "action_required",
+    Verdict.BLOCKED: "failure",
+    Verdict.INCONCLUSIVE: "failure",
+}
+
+
+def worst(verdicts: tuple[Verdict, ...] | list[Verdict]) -> Verdict:
+    """The worst of the given verdicts; PROVEN for none."""
+    return max(verdicts, key=lambda v: v.severity, default=Verdict.PROVEN)
+
+
+class Decision(enum.StrEnum):
+    """A policy decision; worst wins: DENY > HOLD > ALLOW."""
+
+    ALLOW = "ALLOW"
+    HOLD = "HOLD"
+    DENY = "DENY"
+
+    @property
+    def severity(self) -> int:
+        return {"ALLOW": 0, "HOLD": 1, "DENY": 2}[self.value]
+
+
+def worst_decision(decisions: tuple[Decision, ...] | list[Decision]) -> Decision:
+    return max(decisions, key=lambda d: d.severity, default=Decision.ALLOW)
+
+
+class ReasonCode(enum.StrEnum):
+    """Stable codes for every non-PROVEN reason. Values are part of the contract."""
+
+    # evidence (SPEC §3 (1), (2))
+    REVISION_UNRESOLVED = "revision-unresolved"
+    COVERAGE_INCOMPLETE = "coverage-incomplete"
+    PATCH_MISMATCH = "patch-mismatch"
+    MERGE_CONFLICT = "merge-conflict"
+    UNSAFE_TREE = "unsafe-tree"
+    # configuration (3)
+    NO_CONFIG = "no-config"
+    UNTRUSTED_CONFIG = "untrusted-config"
+    # policy (4)
+    POLICY_HOLD = "policy-hold"
+    POLICY_DENY = "policy-deny"
+    APPROVAL_INVALID = "approval-invalid"
+    # clean room (5)
+    DOCKER_UNAVAILABLE = "docker-unavailable"
+    IMAGE_UNRESOLVED = "image-unresolved"
+    CONTAINER_FAILED = "container-failed"
+    # commands (6)
+    CHECK_FAILED = "check-failed"
+    CHECK_TIMED_OUT = "check-timed-out"
+    CHECK_OOM_KILLED = "check-oom-killed"
+    CHECK_NOT_RUN = "check-not-run"
+    # tests (7)
+    NO_TEST_PHASE = "no-test-phase"
+    JUNIT_MISSING = "junit-missing"
+    JUNIT_INVALID = "junit-invalid"
+    JUNIT_NO_TESTS = "junit-no-tests"
+    JUNIT_FAILURES = "junit-failures"
+    # the run itself
+    INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reason:
+    code: ReasonCode
+    message: str
+    check: str | None = None
+
+    def to_dict(self) -> JsonDict:
+        d: JsonDict = {"code": self.code.value, "message": self.message}
+        if self.check is not None:
+            d["check"] = self.check
+        return d
+
+
+# --- git evidence -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Revision:
+    """A resolved revision: what the user typed, the commit and its tree."""
+
+    spec: str
+    commit: CommitId
+    tree: TreeId
+
+    def to_dict(self) -> JsonDict:
+        return {"commit": self.commit, "tree": self.tree}
+
+
+class ChangeStatus(enum.StrEnum):
+    ADDED = "added"
+    MODIFIED = "modified"
+    DELETED = "deleted"
+    RENAMED = "renamed"
+    TYPE_CHANGED = "type-changed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InventoryEntry:
+    """One changed path of the patch (merge-base -> head)."""
+
+    path: bytes  # new path (old path for deletions)
+    status: ChangeStatus
+    old_path: bytes | None = None  # set for renames
+    old_mode: int | None = None  # octal git mode, e.g. 0o100644; None when added
+    new_mode: int | None = None  # None when deleted
+    binary: bool = False
+    size: int | None = None  # new blob size in bytes (None when deleted or a gitlink)
+    old_size: int | None = None
+    symlink_target: bytes | None = None  # raw target bytes when the new entry is a symlink
+    symlink_absolute: bool = False
+    symlink_escapes: bool = False  # resolves outside the repository root
+    gitlink: bool = False  # a submodule pointer (mode 160000) on either side
+    lines_added: int = 0
+    lines_deleted: int = 0
+
+    @property
+    def display(self) -> str:
+        return path_display(self.path)
+
+    def to_dict(self) -> JsonDict:
+        d: JsonDict = path_to_dict(self.path)
+        d["status"] = self.status.value
+        if self.old_path is not None:
+            d.update(path_to_dict(self.old_path, "old_path"))
+        d["old_mode"] = None if self.old_mode is None else f"{self.old_mode:06o}"
+        d["new_mode"] = None if self.new_mode is None else f"{self.new_mode:06o}"
+        d["binary"] = self.binary
+        d["size"] = self.size
+        if self.symlink_target is not None:
+            d.update(path_to_dict(self.symlink_target, "symlink_target"))
+            d["symlink_absolute"] = self.symlink_absolute
+            d["symlink_escapes"] = self.symlink_escapes
+        if self.gitlink:
+            d["gitlink"] = True
+        d["lines_added"] = self.lines_added
+        d["lines_deleted"] = self.lines_deleted
+        return d
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Coverage:
+    """What the evidence does and does not cover (SPEC §1, §4)."""
+
+    complete: bool
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> JsonDict:
+        return {"complete": self.complete, "notes": list(self.notes)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PatchCapture:
+    """The exact, binary-safe patch from merge-base to head, and its digest."""
+
+    data: bytes = field(repr=False)
+    sha256: Sha256
+    files: int
+
+    def to_dict(self) -> JsonDict:
+        return {"sha256": self.sha256, "bytes": len(self.data), "files": self.files}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Evidence:
+    """Everything git says about the change (SPEC §1).
+
+    `proven_tree` is set only when the patch re-applied to the base tip and the three-way
+    merge agree; otherwise `reasons` says why (patch-mismatch, merge-conflict, ...).
+    """
+
+    repository: str
+    base: Revision
+    head: Revision
+    merge_base: CommitId
+    patch: PatchCapture
+    inventory: tuple[InventoryEntry, ...]
+    coverage: Coverage
+    proven_tree: TreeId | None
+    reasons: tuple[Reason, ...] = ()
+
+
+# --- configuration ------------------------------------------------------------------
+
+
+class Phase(enum.StrEnum):
+    SETUP = "setup"
+    BUILD = "build"
+    TEST = "test"
+
+
+PHASE_ORDER: tuple[Phase, ...] = (Phase.SETUP, Phase.BUILD, Phase.TEST)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Command:
+    """A command as configured: a string runs under `/bin/sh -c`, a list is an argv."""
+
+    argv: tuple[str, ...]
+
+    @classmethod
+    def shell(cls, script: str) -> Command:
+        return cls(argv=("/bin/sh", "-c", script))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    timeout: int = 900  # seconds, per phase
+    network: str = "none"  # none | setup
+    memory: int = 2 * 1024**3  # bytes
+    cpus: float = 2.0
+    pids: int = 512
+    user: str | None = None
+    cap_add: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+    def to_dict(self) -> JsonDict:
+        return {
+            "timeout": self.timeout,
+            "network": self.network,
+            "memory": self.memory,
+            "cpus": self.cpus,
+            "pids": self.pids,
+            "user": self.user,
+            "cap_add": list(self.cap_add),
+            "env": sorted(k for k, _ in self.env),  # names only: values may be sensitive
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckSpec:
+    name: str
+    phases: tuple[tuple[Phase, tuple[Command, ...]], ...]  # in SETUP, BUILD, TEST order
+    limits: Limits
+    junit: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Budgets:
+    files: int | None = None
+    lines: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PolicySpec:
+    protected: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    budgets: Budgets = Budgets()
+    rules: tuple[tuple[str, Decision], ...] = ()  # built-in rule id -> overriding decision
+    # blast-radius thresholds (immediate, future): a score above one is a HOLD finding
+    thresholds: tuple[int | None, int | None] = (None, None)
+
+    def to_dict(self) -> JsonDict:
+        return {
+            "protected": list(self.protected),
+            "deny": list(self.deny),
+            "budgets": {"files": self.budgets.files, "lines": self.budgets.lines},
+            "rules": {k: v.value for k, v in self.rules},
+            "thresholds": {"immediate": self.thresholds[0], "future": self.thresholds[1]},
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    version: int
+    image: str
+    checks: tuple[CheckSpec, ...]
+    policy: PolicySpec
+
+
+class ConfigSourceKind(enum.StrEnum):
+    BASE_TREE = "base-tree"
+    FILE = "file"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigSource:
+    """Where the configuration came from (SPEC §2): the base tree's blob, or a local file."""
+
+    kind: ConfigSourceKind
+    path: str
+    blob: str  # git blob id for base-tree, "sha256:<hex>" of the bytes for a file
+
+    def to_dict(self) -> JsonDict:
+        return {"source": self.kind.value, "path": self.path, "blob": self.blob}
+
+
+# --- policy -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    rule: str
+    decision: Decision
+    path: bytes | None
+    message: str
+    line: int | None = None
+
+    def to_dict(self) -> JsonDict:
+        d: JsonDict = {"rule": self.rule, "decision": self.decision.value}
+        if self.path is not None:
+            d.update(path_to_dict(self.path))
+        if self.line is not None:
+            d["line"] = self.line
+        d["message"] = self.message
+        return d
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PolicyResult:
+    decision: Decision
+    findings: tuple[Finding, ...]
+    fingerprint: Sha256
+    blast_radius: Mapping[str, object] = field(default_factory=dict)
+
+    def to_dict(self) -> JsonDict:
+        return {
+            "fingerprint": self.fingerprint,
+            "decision": self.decision.value,
+            "findings": [f.to_dict() for f in self.findings],
+            "blast_radius": dict(self.blast_radius),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Approval:
+    """A verified approval of a HOLD, bound to one patch digest and policy fingerprint."""
+
+    approver: str
+    method: str  # "file" | "review" | "requested-action"
+    approved_at: str  # RFC 3339 UTC
+    patch_sha256: Sha256
+    policy_fingerprint: Sha256
+    keyid: str | None = None
+
+    def to_dict(self) -> JsonDict:
+        d: JsonDict = {
+            "approver": self.approver,
+            "method": self.method,
+            "approved_at": self.approved_at,
+            "patch_sha256": self.patch_sha256,
+            "policy_fingerprint": self.policy_fingerprint,
+        }
+        if self.keyid is not None:
+            d["keyid"] = self.keyid
+        return d
+
+
+# --- clean room ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImageRef:
+    """A clean-room image resolved before anything runs (SPEC §3 (5))."""
+
+    name: str
+    id: str  # local image id, "sha256:<hex>"
+    repo_digest: str | None = None  # "name@sha256:<hex>" when the image came from a registry
+
+    @property
+    def digest(self) -> str:
+        return self.repo_digest or self.id
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommandResult:
+    argv: tuple[str, ...]
+    exit_code: int | None  # None when the command never produced one (killed, daemon lost)
+    duration_s: float
+    timed_out: bool = False
+    oom_killed: bool = False
+    log_sha256: Sha256
+    log_bytes: int
+    log_tail: str
+    started_offset_s: float = 0.0  # seconds since the check's container started
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and not self.oom_killed
+
+    def to_dict(self) -> JsonDict:
+        return {
+            "argv": list(self.argv),
+            "exit_code": self.exit_code,
+            "duration_s": round(self.duration_s, 3),
+            "timed_out": self.timed_out,
+            "oom_killed": self.oom_killed,
+            "log_sha256": self.log_sha256,
+            "log_bytes": self.log_bytes,
+            "log_tail": self.log_tail,
+            "started_offset_s": round(self.started_offset_s, 3),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PhaseResult:
+    phase: Phase
+    commands: tuple[CommandResult, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.commands)
+
+    def to_dict(self) -> JsonDict:
+        return {"phase": self.phase.value, "commands": [c.to_dict() for c in self.commands]}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JunitCounts:
+    tests: int
+    failures: int
+    errors: int
+    skipped: int
+
+    @property
+    def executed(self) -> int:
+        return self.tests - self.skipped
+
+    def to_dict(self) -> JsonDict:
+        return {
+            "tests": self.tests,
+            "failures": self.failures,
+            "errors": self.errors,
+            "skipped": self.skipped,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckResult:
+    """What one check did in its own fresh container.
+
+    `started` is False when the container could not be created or started; `error` then
+    says why. `junit` is the raw report bytes read back after the test phase (None when
+    not configured or not found).
+    """
+
+    name: str
+    image: ImageRef
+    started: bool
+    phases: tuple[PhaseResult, ...] = ()
+    error: str | None = None
+    junit_report: bytes | None = field(default=None, repr=False)
+
+    def to_dict(self) -> JsonDict:
+        d: JsonDict = {
+            "name": self.name,
+            "image": self.image.name,
+            "image_digest": self.image.digest,
+            "image_id": self.image.id,
+            "started": self.started,
+            "phases": [p.to_dict() for p in self.phases],
+        }
+        if self.error is not None:
+            d["error"] = self.error
+        return d

@@ -1,0 +1,225 @@
+"""Deterministic policy: (inventory, patch, PolicySpec) -> decision and findings (SPEC §2, §3).
+
+Pure. Every rule of the catalog (`gate.policy_rules`) reads every effect — each inventory
+entry and each added/deleted line of the patch; nothing stops early; the worst decision
+wins (DENY > HOLD > ALLOW). `policy.rules` in the config overrides a built-in rule's
+decision; `policy.protected` / `policy.deny` add path rules (glob semantics in
+`gate.policy_patch`). Findings of ALLOW rules are still recorded: the receipt shows what
+was seen even when nobody needs to look.
+
+The policy fingerprint binds an approval to the rules it was given under: SHA-256 over
+the canonical JSON of the catalog version, every rule id with its default and effective
+decision, the user rules, budgets, blast-radius thresholds and the config path. Any
+change to the effective policy changes it; nothing else does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Final
+
+from gate.blast import Thresholds, blast_radius
+from gate.journal import canonical_json
+from gate.model import (
+    ChangeStatus,
+    Decision,
+    Finding,
+    InventoryEntry,
+    JsonDict,
+    PolicyResult,
+    PolicySpec,
+    Sha256,
+    worst_decision,
+)
+from gate.policy_patch import FileDiff, glob_match, glob_problem, parse_patch
+from gate.policy_rules import (
+    CATALOG,
+    Context,
+    Rule,
+    is_build_time_path,
+    is_ci_path,
+    is_git_plumbing_path,
+    wants_tree_file,
+)
+
+__all__ = [
+    "CATALOG_VERSION",
+    "DEFAULT_CONFIG_PATH",
+    "RULES",
+    "Rule",
+    "Thresholds",
+    "effective_decisions",
+    "evaluate",
+    "fingerprint",
+    "glob_match",
+    "glob_problem",
+    "validate_rule_ids",
+    "wants_tree_file",
+]
+
+# Bump whenever a rule's id, default or behaviour changes: it is part of the fingerprint,
+# so an approval given under an older catalog no longer applies.
+CATALOG_VERSION: Final[str] = "1"
+DEFAULT_CONFIG_PATH: Final[str] = ".github/proofgate.yml"
+
+RULES: Mapping[str, Rule] = MappingProxyType({r.id: r for r, _ in CATALOG})
+
+
+def validate_rule_ids(spec: PolicySpec) -> list[str]:
+    """Ids in `spec.rules` that name no built-in rule (sorted); empty when all are known."""
+    return sorted({rid for rid, _ in spec.rules if rid not in RULES})
+
+
+def effective_decisions(spec: PolicySpec) -> dict[str, Decision]:
+    """Each rule id's decision after `policy.rules` overrides (later entries win).
+
+    Raises:
+        ValueError: `spec.rules` names an unknown rule (the config loader rejects these
+            first, with a key path; see `validate_rule_ids`).
+    """
+    unknown = validate_rule_ids(spec)
+    if unknown:
+        raise ValueError(f"unknown policy rule ids: {', '.join(unknown)}")
+    out = {rid: r.default for rid, r in RULES.items()}
+    out.update(dict(spec.rules))
+    return out
+
+
+def fingerprint(
+    spec: PolicySpec,
+    *,
+    config_path: str = DEFAULT_CONFIG_PATH,
+    thresholds: Thresholds | None = None,
+) -> Sha256:
+    """SHA-256 (hex) of the canonical JSON of the effective policy.
+
+    Raises:
+        ValueError: unknown rule ids in `spec.rules`.
+    """
+    effective = effective_decisions(spec)
+    doc: JsonDict = {
+        "catalog_version": CATALOG_VERSION,
+        "rules": {
+            rid: {"default": r.default.value, "effective": effective[rid].value}
+            for rid, r in RULES.items()
+        },
+        "overrides": {rid: d.value for rid, d in sorted(dict(spec.rules).items())},
+        "protected": list(spec.protected),
+        "deny": list(spec.deny),
+        "budgets": {"files": spec.budgets.files, "lines": spec.budgets.lines},
+        "thresholds": (thresholds or Thresholds()).to_dict(),
+        "config_path": config_path,
+    }
+    return Sha256(hashlib.sha256(canonical_json(doc)).hexdigest())
+
+
+def _synthesized(
+    diffs: Sequence[FileDiff], inventory: Sequence[InventoryEntry]
+) -> list[InventoryEntry]:
+    """Entries for files the patch changes but the inventory lacks: no effect goes unread."""
+    known = {e.path for e in inventory} | {e.old_path for e in inventory if e.old_path}
+    out: list[InventoryEntry] = []
+    for d in diffs:
+        if d.path in known or (d.old_path is not None and d.old_path in known):
+            continue
+        if d.new_path is None:
+            status = ChangeStatus.DELETED
+        elif d.old_path is None:
+            status = ChangeStatus.ADDED
+        elif d.old_path != d.new_path:
+            status = ChangeStatus.RENAMED
+        else:
+            status = ChangeStatus.MODIFIED
+        out.append(
+            InventoryEntry(
+                path=d.path,
+                status=status,
+                old_path=d.old_path if status is ChangeStatus.RENAMED else None,
+                binary=d.binary,
+                lines_added=len(d.added),
+                lines_deleted=len(d.deleted),
+            )
+        )
+        known.add(d.path)
+    return out
+
+
+def evaluate(
+    inventory: Sequence[InventoryEntry],
+    patch: bytes,
+    spec: PolicySpec,
+    *,
+    config_path: str = DEFAULT_CONFIG_PATH,
+    thresholds: Thresholds | None = None,
+    tree_files: Mapping[bytes, bytes] | None = None,
+) -> PolicyResult:
+    """Judge a change. Pure; total over any patch bytes.
+
+    `tree_files` (optional) maps paths of the proven tree to their contents. The policy
+    reads changed `pyproject.toml` / `package.json` / `Cargo.toml` from it to tell which
+    section a changed line is in (without it, a line whose section the patch does not
+    show counts as a build-hook and dependency change), uses its paths to know that a
+    lockfile exists (`lockfile-drift`), and the blast radius builds the import graph from
+    its `*.py` files. Supply the files `wants_tree_file` selects (lockfiles may map to
+    b""); with None the import-graph analyzer is recorded as not run. Content that
+    disagrees with the patch's new side is ignored.
+
+    Raises:
+        ValueError: unknown rule ids in `spec.rules` (see `validate_rule_ids`).
+    """
+    effective = effective_decisions(spec)
+    diffs = parse_patch(patch)
+    entries = (*inventory, *_synthesized(diffs, inventory))
+    by_path: dict[bytes, FileDiff] = {}
+    for d in diffs:
+        by_path.setdefault(d.path, d)
+    cfg = config_path.encode("utf-8", "surrogateescape")
+
+    def sensitive(p: bytes) -> bool:
+        return (
+            p == cfg
+            or is_ci_path(p)
+            or is_git_plumbing_path(p)
+            or any(glob_match(g, p) for g in (*spec.protected, *spec.deny))
+        )
+
+    blast = blast_radius(
+        entries,
+        build_time=lambda p: is_build_time_path(p) or is_ci_path(p) or is_git_plumbing_path(p),
+        ci=is_ci_path,
+        sensitive=sensitive,
+        tree_files=tree_files,
+        thresholds=thresholds,
+    )
+    th = thresholds or Thresholds()
+    ctx = Context(
+        inventory=entries,
+        diffs=by_path,
+        spec=spec,
+        config_path=cfg,
+        tree_files=tree_files,
+        blast_scores={"immediate": blast.immediate, "future": blast.future},
+        thresholds={"immediate": th.immediate, "future": th.future},
+    )
+    found: set[Finding] = set()
+    for rule, check in CATALOG:  # every rule, every effect: nothing stops early
+        decision = effective[rule.id]
+        for raw in check(ctx):
+            found.add(
+                Finding(
+                    rule=rule.id,
+                    decision=decision,
+                    path=raw.path,
+                    line=raw.line,
+                    message=raw.message,
+                )
+            )
+    findings = tuple(sorted(found, key=lambda f: (f.path or b"", f.line or 0, f.rule, f.message)))
+    return PolicyResult(
+        decision=worst_decision([f.decision for f in findings]),
+        findings=findings,
+        fingerprint=fingerprint(spec, config_path=config_path, thresholds=thresholds),
+        blast_radius=blast.detail,
+    )

@@ -1,0 +1,346 @@
+"""The orchestrator: sequences the I/O of one proof and hands the evidence to the core.
+
+resolve + capture (git) -> configuration (base tree or --config) -> policy -> approval ->
+image + one fresh container per check (sandbox) -> `verdict.decide` -> predicate ->
+statement -> signed DSSE envelope. Adapters come in as arguments so the CLI, the Action and
+the tests wire the same function.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gate import __version__, policy, receipt, render
+from gate.config import DEFAULT_CONFIG_PATH, load_config
+from gate.errors import UsageError
+from gate.git.interface import EvidenceSource, UnsafeTreeError
+from gate.journal import Journal
+from gate.model import (
+    Approval,
+    CheckResult,
+    Config,
+    ConfigSource,
+    ConfigSourceKind,
+    Decision,
+    Evidence,
+    ImageRef,
+    JsonDict,
+    PolicySpec,
+    Reason,
+    Sha256,
+    Verdict,
+)
+from gate.sandbox.interface import ImageError, Sandbox, SandboxError
+from gate.verdict import Outcome, RunEvidence, decide, preflight
+
+log = logging.getLogger("gate")
+
+TOOL_NAME = "proofgate"
+
+Approver = Callable[[Sha256, Sha256], Approval | None]
+"""(patch digest, policy fingerprint) -> a verified approval bound to both, or None.
+
+May raise `ApprovalRejected` to record why an offered approval does not count."""
+
+
+class ApprovalRejected(Exception):
+    """An approval was offered but is not valid for this patch and policy."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProveRequest:
+    base: str
+    head: str
+    config_file: Path | None = None  # trusted by the operator; overrides the base tree
+    config_path: str = DEFAULT_CONFIG_PATH  # path inside the base tree
+    signing_key_pem: bytes | None = None
+    run_checks: bool = True  # False: `proofgate policy` (evidence + policy, runs nothing)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProofRun:
+    verdict: Verdict
+    reasons: tuple[Reason, ...]
+    policy_decision: Decision
+    predicate: JsonDict
+    statement: JsonDict
+    envelope: bytes = field(repr=False)
+    patch: bytes = field(repr=False)
+    markdown: str
+    signed: bool
+    coverage_complete: bool
+
+
+def rfc3339(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _load_config(
+    request: ProveRequest, evidence: EvidenceSource, ev: Evidence
+) -> tuple[Config | None, ConfigSource | None]:
+    """SPEC §2: the base commit's tree, never head or the worktree; or an operator's file.
+
+    Raises:
+        ConfigError: the configuration is malformed (exit 2).
+        UsageError: --config names a file that cannot be read.
+    """
+    known = frozenset(policy.RULES)
+    if request.config_file is not None:
+        try:
+            data = request.config_file.read_bytes()
+        except OSError as e:
+            raise UsageError(f"cannot read --config {request.config_file}: {e.strerror}") from e
+        digest = hashlib.sha256(data).hexdigest()
+        config = load_config(data, source=str(request.config_file), known_rules=known)
+        return config, ConfigSource(
+            kind=ConfigSourceKind.FILE, path=str(request.config_file), blob=f"sha256:{digest}"
+        )
+    found = evidence.read_blob_at(ev.base.commit, request.config_path)
+    if found is None:
+        return None, None
+    blob, data = found
+    source = f"{request.config_path} (base {ev.base.commit[:12]})"
+    config = load_config(data, source=source, known_rules=known)
+    return config, ConfigSource(
+        kind=ConfigSourceKind.BASE_TREE, path=request.config_path, blob=blob
+    )
+
+
+def _forged_reports(config: Config, ev: Evidence, evidence: EvidenceSource) -> tuple[str, ...]:
+    """JUnit paths that the proven tree already contains: a committed report is forgeable."""
+    forged: list[str] = []
+    changed = {e.path for e in ev.inventory if e.new_mode is not None}
+    for check in config.checks:
+        if check.junit is None:
+            continue
+        raw = check.junit.encode("utf-8")
+        in_base = evidence.read_blob_at(ev.base.commit, check.junit) is not None
+        if raw in changed or in_base:
+            forged.append(check.junit)
+    return tuple(sorted(set(forged)))
+
+
+def _run_checks(
+    config: Config,
+    ev: Evidence,
+    evidence: EvidenceSource,
+    sandbox_factory: Callable[[], Sandbox],
+    journal: Journal,
+) -> tuple[ImageRef | None, tuple[CheckResult, ...], str | None, str | None, str | None, bool]:
+    """(image, results, sandbox_error, image_error, unsafe_tree, interrupted)."""
+    assert ev.proven_tree is not None  # noqa: S101 - caller checked
+    tree = ev.proven_tree
+    results: list[CheckResult] = []
+    try:
+        sandbox = sandbox_factory()
+        image = sandbox.resolve_image(config.image)
+    except ImageError as e:
+        journal.append("image-unresolved", image=config.image, error=str(e))
+        return None, (), None, str(e), None, False
+    except SandboxError as e:
+        journal.append("sandbox-unavailable", error=str(e))
+        return None, (), str(e), None, None, False
+    journal.append("image-resolved", name=image.name, id=image.id, digest=image.digest)
+    try:
+        for spec in config.checks:
+            log.info("check %s: starting a fresh container", spec.name)
+            result = sandbox.run_check(spec, image, lambda: evidence.archive(tree), journal)
+            results.append(result)
+            journal.append(
+                "check-finished",
+                check=spec.name,
+                started=result.started,
+                ok=result.started and all(p.ok for p in result.phases),
+            )
+    except UnsafeTreeError as e:
+        journal.append("unsafe-tree", error=str(e))
+        return image, tuple(results), None, None, str(e), False
+    except SandboxError as e:
+        journal.append("sandbox-lost", error=str(e))
+        return image, tuple(results), str(e), None, None, False
+    except KeyboardInterrupt:
+        # The sandbox removed its container in a `finally`; record and judge what we have.
+        journal.append("interrupted")
+        return image, tuple(results), None, None, None, True
+    return image, tuple(results), None, None, None, False
+
+
+def build_predicate(
+    *,
+    outcome: Outcome,
+    run: RunEvidence,
+    config_source: ConfigSource | None,
+    config: Config | None,
+    journal: Journal,
+    started_at: str,
+    finished_at: str,
+) -> JsonDict:
+    """SPEC §4: the predicate, as plain JSON data. Pure."""
+    ev = run.evidence
+    checks: list[JsonDict] = [r.to_dict() for r in run.results]
+    predicate: JsonDict = {
+        "verdict": outcome.verdict.value,
+        "reasons": [r.to_dict() for r in outcome.reasons],
+        "repository": ev.repository,
+        "base": ev.base.to_dict(),
+        "merge_base": ev.merge_base,
+        "head": ev.head.to_dict(),
+        "proven_tree": ev.proven_tree,
+        "patch": ev.patch.to_dict(),
+        "inventory": [e.to_dict() for e in ev.inventory],
+        "coverage": ev.coverage.to_dict(),
+        "config": config_source.to_dict() if config_source else {"source": "none"},
+        "policy": run.policy.to_dict(),
+        "checks": checks,
+        "journal": journal.to_dict(),
+        "tool": {"name": TOOL_NAME, "version": __version__},
+        "started_at": started_at,
+        "finished_at": finished_at,
+    }
+    if config is not None:
+        predicate["image"] = config.image
+        predicate["check_limits"] = {c.name: c.limits.to_dict() for c in config.checks}
+    if run.approval is not None:
+        predicate["approval"] = run.approval.to_dict()
+    return predicate
+
+
+def prove(
+    request: ProveRequest,
+    *,
+    evidence: EvidenceSource,
+    sandbox: Callable[[], Sandbox],
+    approver: Approver | None = None,
+    clock: Callable[[], float] = time.time,
+    on_event: Callable[[JsonDict], None] | None = None,
+) -> ProofRun:
+    """Prove one change end to end and return the (signed) receipt.
+
+    Raises:
+        RepoError: a revision or the repository cannot be read (exit 2).
+        ConfigError: the configuration is malformed (exit 2).
+        SigningKeyError: the signing key cannot be loaded (exit 2).
+    """
+    signing_key = (
+        receipt.load_private_key(request.signing_key_pem, source="the signing key")
+        if request.signing_key_pem is not None
+        else None
+    )
+    started = clock()
+    journal = Journal(clock=time.monotonic, on_event=on_event)
+    journal.append("run-started", base=request.base, head=request.head)
+
+    ev = evidence.capture(request.base, request.head)
+    journal.append(
+        "evidence-captured",
+        base=ev.base.commit,
+        head=ev.head.commit,
+        merge_base=ev.merge_base,
+        patch_sha256=ev.patch.sha256,
+        files=ev.patch.files,
+        proven_tree=ev.proven_tree,
+        coverage_complete=ev.coverage.complete,
+        reasons=[r.code.value for r in ev.reasons],
+    )
+
+    config, config_source = _load_config(request, evidence, ev)
+    journal.append(
+        "config-loaded",
+        found=config is not None,
+        source=config_source.to_dict() if config_source else None,
+    )
+
+    spec = config.policy if config is not None else PolicySpec()
+    result = policy.evaluate(ev.inventory, ev.patch.data, spec, config_path=request.config_path)
+    journal.append(
+        "policy-decided",
+        decision=result.decision.value,
+        fingerprint=result.fingerprint,
+        findings=len(result.findings),
+    )
+
+    approval: Approval | None = None
+    approval_error: str | None = None
+    if result.decision is Decision.HOLD and approver is not None:
+        try:
+            approval = approver(ev.patch.sha256, result.fingerprint)
+        except ApprovalRejected as e:
+            approval_error = str(e)
+        journal.append(
+            "approval-checked",
+            approved=approval is not None,
+            approver=approval.approver if approval else None,
+            error=approval_error,
+        )
+
+    image: ImageRef | None = None
+    results: tuple[CheckResult, ...] = ()
+    sandbox_error = image_error = unsafe = None
+    interrupted = False
+    forged: tuple[str, ...] = ()
+    if (
+        request.run_checks
+        and config is not None
+        and ev.proven_tree is not None
+        and result.decision is not Decision.DENY  # SPEC §3: DENY runs no untrusted code
+    ):
+        forged = _forged_reports(config, ev, evidence)
+        image, results, sandbox_error, image_error, unsafe, interrupted = _run_checks(
+            config, ev, evidence, sandbox, journal
+        )
+
+    run = RunEvidence(
+        evidence=ev,
+        config_found=config is not None,
+        config_trusted=config is not None,
+        checks=config.checks if config is not None else (),
+        policy=result,
+        approval=approval,
+        approval_error=approval_error,
+        sandbox_error=sandbox_error,
+        image=image,
+        image_error=image_error,
+        results=results,
+        unsafe_tree=unsafe,
+        interrupted=interrupted,
+        forged_reports=forged,
+    )
+    outcome = decide(run) if request.run_checks else preflight(run)
+    journal.append(
+        "verdict", verdict=outcome.verdict.value, reasons=[r.code.value for r in outcome.reasons]
+    )
+
+    predicate = build_predicate(
+        outcome=outcome,
+        run=run,
+        config_source=config_source,
+        config=config,
+        journal=journal,
+        started_at=rfc3339(started),
+        finished_at=rfc3339(clock()),
+    )
+    statement = receipt.build_statement(
+        predicate,
+        patch_sha256=ev.patch.sha256,
+        head_commit=ev.head.commit,
+        proven_tree=ev.proven_tree,
+    )
+    envelope = receipt.sign(receipt.serialize(statement), signing_key)
+    return ProofRun(
+        verdict=outcome.verdict,
+        reasons=outcome.reasons,
+        policy_decision=result.decision,
+        predicate=predicate,
+        statement=statement,
+        envelope=envelope,
+        patch=ev.patch.data,
+        markdown=render.to_markdown(predicate),
+        signed=signing_key is not None,
+        coverage_complete=ev.coverage.complete,
+    )

@@ -1,0 +1,428 @@
+"""Receipt predicate -> Markdown and JSON text (`proofgate show`, the check run, the job summary).
+
+Total over its input: a malformed or partial predicate renders what it has and shows
+"unknown" for the rest, never raises. Everything taken from the predicate is text an
+attacker may have written (log tails, paths, messages, command lines), so:
+
+- inline text is escaped for Markdown and HTML, and kept on one line;
+- code spans and fences are sized from the longest backtick run they contain, so nothing
+  can close them early; inside a fence nothing is interpreted, so log text is shown as is
+  (an HTML entity there would be shown literally, not decoded);
+- control characters (ANSI colour codes, carriage returns, NUL) are shown as visible
+  escapes and never reach the reader's terminal or the page;
+- Mermaid labels are reduced to a safe alphabet.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Final
+
+TRUNCATION_NOTE: Final = (
+    "\n\n---\n**This receipt was truncated to fit.** The full receipt is the signed "
+    "envelope (`receipt.json`); render it with `proofgate show receipt.json`.\n"
+)
+
+_HEADLINES: Final = {
+    "PROVEN": "the patch was proven: every configured check passed in a clean room",
+    "FAILED": "a configured check failed",
+    "HELD": "policy holds this change for a person's approval",
+    "BLOCKED": "policy denies this change; no untrusted code was run",
+    "INCONCLUSIVE": "the evidence is incomplete; nothing is proven",
+}
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+_MERMAID_UNSAFE = re.compile(r"[^A-Za-z0-9 ._/-]")
+
+
+# --- total accessors ---------------------------------------------------------------------
+
+
+def _get(obj: object, *path: str) -> object:
+    for p in path:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(p)
+    return obj
+
+
+def _list(obj: object) -> list[object]:
+    return list(obj) if isinstance(obj, list | tuple) else []
+
+
+def _num(obj: object) -> float | None:
+    if isinstance(obj, bool) or not isinstance(obj, int | float):
+        return None
+    f = float(obj)
+    return f if f == f and abs(f) != float("inf") else None
+
+
+def _plain(obj: object) -> str:
+    """Any JSON value as one line of raw (unescaped) text."""
+    if obj is None:
+        return ""
+    if isinstance(obj, str):
+        text = obj
+    elif isinstance(obj, bool):
+        text = "yes" if obj else "no"
+    elif isinstance(obj, int | float):
+        text = str(obj)
+    else:
+        text = json.dumps(obj, ensure_ascii=False, default=str)
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return text.replace("\r", " ").replace("\n", " ").replace("\t", " ")
+
+
+# --- escaping ----------------------------------------------------------------------------
+
+
+def _text(obj: object, default: str = "unknown") -> str:
+    """Inline Markdown text, escaped: cannot open HTML, links, code or table cells."""
+    raw = _plain(obj)
+    if not raw:
+        return f"*{default}*"
+    raw = raw.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", raw)
+
+
+def _code(obj: object, default: str = "unknown") -> str:
+    """An inline code span that its content cannot close; `|` escaped for tables."""
+    raw = _plain(obj)
+    if not raw:
+        return f"*{default}*"
+    runs = [len(r) for r in re.findall(r"`+", raw)]
+    ticks = "`" * (max(runs, default=0) + 1)
+    pad = " " if raw.startswith("`") or raw.endswith("`") or raw.startswith(" ") else ""
+    return f"{ticks}{pad}{raw.replace('|', chr(92) + '|')}{pad}{ticks}"
+
+
+def _short(obj: object, n: int = 12) -> str:
+    raw = _plain(obj)
+    return _code(raw[:n] if len(raw) > n + 1 else raw)
+
+
+def _fence(body: str, info: str = "text") -> str:
+    """A fenced code block its body cannot close: longer than any backtick run in it."""
+    body = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", body.replace("\r\n", "\n"))
+    body = body.replace("\r", "\n")
+    runs = [len(r) for r in re.findall(r"`+", body)]
+    fence = "`" * max(3, max(runs, default=0) + 1)
+    if not body.endswith("\n"):
+        body += "\n"
+    return f"{fence}{info}\n{body}{fence}\n"
+
+
+def _summary_html(obj: object) -> str:
+    raw = _plain(obj)
+    return (
+        raw.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace('"', "&quot;")
+        .replace("`", "&#96;")
+    )
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _argv(command: object) -> str:
+    argv = [a if isinstance(a, str) else _plain(a) for a in _list(_get(command, "argv"))]
+    if len(argv) == 3 and argv[:2] == ["/bin/sh", "-c"]:
+        return argv[2]
+    return " ".join(a if a and not re.search(r"\s|['\"]", a) else json.dumps(a) for a in argv)
+
+
+def _seconds(obj: object) -> str:
+    n = _num(obj)
+    return "unknown" if n is None else f"{n:.2f} s"
+
+
+# --- sections ----------------------------------------------------------------------------
+
+
+def _headline(p: Mapping[str, object]) -> str:
+    verdict = _get(p, "verdict")
+    name = verdict if isinstance(verdict, str) and verdict in _HEADLINES else None
+    if name is None:
+        return f"# proofgate: {_text(verdict)}\n\nThis receipt has no recognised verdict.\n"
+    return f"# proofgate: {name}\n\n{_HEADLINES[name].capitalize()}.\n"
+
+
+def _reasons(p: Mapping[str, object]) -> str:
+    reasons = _list(_get(p, "reasons"))
+    if not reasons:
+        return ""
+    lines = ["## Reasons", ""]
+    for r in reasons:
+        check = _get(r, "check")
+        where = f" (check {_code(check)})" if check is not None else ""
+        lines.append(f"- **{_text(_get(r, 'code'))}**{where}: {_text(_get(r, 'message'), '')}")
+    return "\n".join(lines) + "\n"
+
+
+def _proven(p: Mapping[str, object]) -> str:
+    rows = [
+        ["Repository", _text(_get(p, "repository"))],
+        ["Base", f"{_code(_get(p, 'base', 'commit'))} (tree {_code(_get(p, 'base', 'tree'))})"],
+        ["Merge base", _code(_get(p, "merge_base"))],
+        ["Head", f"{_code(_get(p, 'head', 'commit'))} (tree {_code(_get(p, 'head', 'tree'))})"],
+        ["Proven tree", _code(_get(p, "proven_tree"), "none")],
+        ["Patch SHA-256", _code(_get(p, "patch", "sha256"))],
+        [
+            "Patch size",
+            f"{_text(_get(p, 'patch', 'bytes'))} bytes, {_text(_get(p, 'patch', 'files'))} files",
+        ],
+        [
+            "Config",
+            f"{_text(_get(p, 'config', 'source'))} {_code(_get(p, 'config', 'path'))}"
+            f" blob {_code(_get(p, 'config', 'blob'))}",
+        ],
+        ["Started / finished", f"{_text(_get(p, 'started_at'))} / {_text(_get(p, 'finished_at'))}"],
+    ]
+    return "## What was proven\n\n" + _table(["Field", "Value"], rows)
+
+
+def _coverage(p: Mapping[str, object]) -> str:
+    complete = _get(p, "coverage", "complete")
+    notes = _list(_get(p, "coverage", "notes"))
+    if complete is True and not notes:
+        return "## Coverage\n\nComplete: the evidence covers the whole change.\n"
+    state = (
+        "complete" if complete is True else "**incomplete**" if complete is False else "*unknown*"
+    )
+    lines = ["## Coverage", "", f"Coverage is {state}.", ""]
+    lines += [f"- {_text(n)}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def _policy(p: Mapping[str, object]) -> str:
+    lines = [
+        "## Policy",
+        "",
+        f"Decision: **{_text(_get(p, 'policy', 'decision'))}** "
+        f"(policy fingerprint {_short(_get(p, 'policy', 'fingerprint'))})",
+        "",
+    ]
+    findings = _list(_get(p, "policy", "findings"))
+    if findings:
+        rows = [
+            [
+                _text(_get(f, "decision")),
+                _code(_get(f, "rule")),
+                _code(_get(f, "path"), "-"),
+                _text(_get(f, "line"), "-"),
+                _text(_get(f, "message"), ""),
+            ]
+            for f in findings
+        ]
+        lines.append(_table(["Decision", "Rule", "Path", "Line", "Message"], rows))
+    else:
+        lines.append("No findings.\n")
+    return "\n".join(lines)
+
+
+def _approval(p: Mapping[str, object]) -> str:
+    a = _get(p, "approval")
+    if not isinstance(a, Mapping):
+        return ""
+    return (
+        "## Approval\n\n"
+        f"Approved by {_text(_get(a, 'approver'))} ({_text(_get(a, 'method'))}) at "
+        f"{_text(_get(a, 'approved_at'))}, bound to patch {_short(_get(a, 'patch_sha256'))} "
+        f"and policy {_short(_get(a, 'policy_fingerprint'))}.\n"
+    )
+
+
+def _commands(p: Mapping[str, object]) -> list[tuple[object, object, object]]:
+    """(check, phase, command) for every command, in order."""
+    out: list[tuple[object, object, object]] = []
+    for c in _list(_get(p, "checks")):
+        for ph in _list(_get(c, "phases")):
+            out += [(c, ph, cmd) for cmd in _list(_get(ph, "commands"))]
+    return out
+
+
+def _checks(p: Mapping[str, object]) -> str:
+    checks = _list(_get(p, "checks"))
+    if not checks:
+        return "## Checks\n\nNo check ran.\n"
+    lines = ["## Checks", ""]
+    for c in checks:
+        started = _get(c, "started")
+        state = "" if started is not False else " — **container did not start**"
+        lines.append(
+            f"- {_code(_get(c, 'name'))}: image {_code(_get(c, 'image'))} "
+            f"{_code(_get(c, 'image_digest'))}{state}"
+        )
+        if _get(c, "error") is not None:
+            lines.append(f"  - error: {_text(_get(c, 'error'))}")
+    lines.append("")
+    rows = []
+    for c, ph, cmd in _commands(p):
+        exit_code = _get(cmd, "exit_code")
+        rows.append(
+            [
+                _code(_get(c, "name")),
+                _text(_get(ph, "phase")),
+                _code(_argv(cmd)),
+                _text(exit_code, "none") if exit_code is not None else "*none*",
+                _seconds(_get(cmd, "duration_s")),
+                "**yes**" if _get(cmd, "timed_out") is True else "no",
+                "**yes**" if _get(cmd, "oom_killed") is True else "no",
+            ]
+        )
+    if rows:
+        header = ["Check", "Phase", "Command", "Exit", "Duration", "Timed out", "OOM"]
+        lines.append(_table(header, rows))
+    return "\n".join(lines)
+
+
+def _mermaid_label(obj: object) -> str:
+    return _MERMAID_UNSAFE.sub("_", _plain(obj))[:60] or "unnamed"
+
+
+def _timeline(p: Mapping[str, object]) -> str:
+    sections: list[str] = []
+    for c in _list(_get(p, "checks")):
+        tasks: list[str] = []
+        for ph in _list(_get(c, "phases")):
+            spans = [
+                (start, start + max(dur, 0.0))
+                for cmd in _list(_get(ph, "commands"))
+                if (start := _num(_get(cmd, "started_offset_s"))) is not None
+                and (dur := _num(_get(cmd, "duration_s"))) is not None
+            ]
+            if not spans:
+                continue
+            begin = int(min(s for s, _ in spans) * 1000)
+            end = max(int(max(e for _, e in spans) * 1000), begin + 1)
+            tasks.append(f"    {_mermaid_label(_get(ph, 'phase'))} : {begin}, {end}")
+        if tasks:
+            sections.append(f"    section {_mermaid_label(_get(c, 'name'))}\n" + "\n".join(tasks))
+    if not sections:
+        return ""
+    body = (
+        "gantt\n    title Phases (seconds since each check's container started)\n"
+        "    dateFormat x\n    axisFormat %M:%S\n" + "\n".join(sections) + "\n"
+    )
+    return "## Timeline\n\n" + _fence(body, "mermaid")
+
+
+def _log_blocks(p: Mapping[str, object]) -> list[tuple[str, str]]:
+    """(header, tail) per command with a log tail; the header ends inside <details>."""
+    out: list[tuple[str, str]] = []
+    for c, ph, cmd in _commands(p):
+        tail = _get(cmd, "log_tail")
+        if not isinstance(tail, str) or not tail:
+            continue
+        exit_code = _get(cmd, "exit_code")
+        title = (
+            f"{_plain(_get(c, 'name'))} / {_plain(_get(ph, 'phase'))} / {_argv(cmd)}"
+            f" (exit {_plain(exit_code) or 'none'}, log {_plain(_get(cmd, 'log_bytes'))} bytes,"
+            f" sha256 {_plain(_get(cmd, 'log_sha256'))[:12]})"
+        )
+        out.append((f"<details><summary>{_summary_html(title)}</summary>\n\n", tail))
+    return out
+
+
+def _log_block(header: str, tail: str) -> str:
+    return header + _fence(tail) + "\n</details>\n"
+
+
+def _footer(p: Mapping[str, object]) -> str:
+    return (
+        "---\n"
+        f"Journal head {_code(_get(p, 'journal', 'head'))} "
+        f"({len(_list(_get(p, 'journal', 'events')))} events) · "
+        f"{_text(_get(p, 'tool', 'name'), 'proofgate')} {_text(_get(p, 'tool', 'version'))}\n"
+    )
+
+
+# --- public ------------------------------------------------------------------------------
+
+
+def _utf8_len(s: str) -> int:
+    return len(s.encode("utf-8"))
+
+
+def _cut_utf8(s: str, limit: int, *, keep_end: bool = False) -> str:
+    """At most `limit` UTF-8 bytes of `s`, cut on a character boundary."""
+    data = s.encode("utf-8")
+    if len(data) <= limit:
+        return s
+    if limit <= 0:
+        return ""
+    part = data[-limit:] if keep_end else data[:limit]
+    return part.decode("utf-8", "ignore")
+
+
+def to_markdown(
+    predicate: Mapping[str, object],
+    *,
+    max_bytes: int | None = None,
+    truncation_note: str = TRUNCATION_NOTE,
+) -> str:
+    """The receipt for people: verdict first, then why, what, how, and the evidence.
+
+    With `max_bytes`, the result is at most that many UTF-8 bytes (GitHub check-run output
+    takes 65535): sections are kept in order while they fit, a log tail that does not fit
+    keeps its last lines, and `truncation_note` says where the full receipt is.
+    """
+    p: Mapping[str, object] = predicate if isinstance(predicate, Mapping) else {}
+    parts: list[str | tuple[str, str]] = []
+    sections: list[Callable[[Mapping[str, object]], str]] = [
+        _headline,
+        _reasons,
+        _proven,
+        _coverage,
+        _policy,
+        _approval,
+        _checks,
+        _timeline,
+    ]
+    parts += [s for s in (f(p) for f in sections) if s]
+    logs = _log_blocks(p)
+    if logs:
+        parts.append(
+            "## Logs\n\nThe last lines of each command's log; the digest covers the whole log.\n"
+        )
+        parts += logs
+    footer = _footer(p)
+
+    rendered = [x if isinstance(x, str) else _log_block(*x) for x in parts]
+    full = "\n".join([*rendered, footer])
+    if max_bytes is None or _utf8_len(full) <= max_bytes:
+        return full
+
+    budget = max_bytes - _utf8_len(truncation_note)
+    out: list[str] = []
+    used = 0
+    for part, text in zip(parts, rendered, strict=True):
+        cost = _utf8_len(text) + 1
+        if used + cost <= budget:
+            out.append(text)
+            used += cost
+            continue
+        if isinstance(part, tuple):  # keep the end of the log: that is where failures are
+            header, tail = part
+            shell = _utf8_len(_log_block(header, "…\n")) + 1 + 8  # room for a longer fence
+            room = budget - used - shell
+            if room > 0:
+                kept = "…" + _cut_utf8(tail, room, keep_end=True)
+                block = _log_block(header, kept)
+                if used + _utf8_len(block) + 1 <= budget:
+                    out.append(block)
+        break
+    result = "\n".join(out) + truncation_note
+    return _cut_utf8(result, max_bytes)
+
+
+def to_json(predicate: Mapping[str, object]) -> str:
+    """The predicate as pretty JSON text (stable key order as given)."""
+    return json.dumps(predicate, indent=2, ensure_ascii=False, default=str)

@@ -1,0 +1,564 @@
+"""The Docker clean room against a real daemon and the local clean-room image.
+
+Every protection is tested from inside a container by a command that would succeed if
+the protection were missing. The trees are small tar archives built here, so these tests
+do not depend on the git adapter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import socket
+import tarfile
+import threading
+from collections.abc import Callable, Iterator
+
+import docker
+import docker.errors
+import pytest
+
+from gate.journal import Journal
+from gate.model import CheckResult, CheckSpec, Command, ImageRef, Limits, Phase
+from gate.sandbox.docker import DockerSandbox
+from gate.sandbox.interface import ImageError, SandboxError
+
+pytestmark = pytest.mark.docker
+
+TreeFn = Callable[[], Iterator[bytes]]
+
+
+def make_tree(
+    files: dict[str, bytes | tuple[bytes, int]], symlinks: dict[str, str] | None = None
+) -> TreeFn:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, value in files.items():
+            data, mode = value if isinstance(value, tuple) else (value, 0o644)
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = mode
+            tar.addfile(info, io.BytesIO(data))
+        for name, target in (symlinks or {}).items():
+            info = tarfile.TarInfo(name)
+            info.type = tarfile.SYMTYPE
+            info.linkname = target
+            tar.addfile(info)
+    data = buf.getvalue()
+
+    def chunks() -> Iterator[bytes]:
+        for i in range(0, len(data), 4096):
+            yield data[i : i + 4096]
+
+    return chunks
+
+
+def spec(
+    *,
+    setup: list[str] | None = None,
+    build: list[str] | None = None,
+    test: list[str] | None = None,
+    junit: str | None = None,
+    name: str = "check",
+    **limits: object,
+) -> CheckSpec:
+    phases = []
+    for phase, scripts in ((Phase.SETUP, setup), (Phase.BUILD, build), (Phase.TEST, test)):
+        if scripts is not None:
+            phases.append((phase, tuple(Command.shell(s) for s in scripts)))
+    base = {"timeout": 60, "memory": 512 * 1024**2, "cpus": 1.0, "pids": 128}
+    base.update(limits)
+    return CheckSpec(name=name, phases=tuple(phases), limits=Limits(**base), junit=junit)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def sandbox(docker_client: docker.DockerClient) -> DockerSandbox:
+    return DockerSandbox(docker_client, log_tail_bytes=1024)
+
+
+@pytest.fixture(scope="module")
+def image(sandbox: DockerSandbox) -> ImageRef:
+    return sandbox.resolve_image("proofgate/cleanroom:latest")
+
+
+TREE = make_tree(
+    {
+        "broken.flag": b"",
+        "bin/hello": (b"#!/bin/sh\necho hello\n", 0o755),
+        "src/data.txt": b"exact bytes\n",
+    },
+    symlinks={"link": "src/data.txt"},
+)
+
+
+def run(
+    sandbox: DockerSandbox, image: ImageRef, check: CheckSpec, tree: TreeFn = TREE
+) -> tuple[CheckResult, Journal]:
+    journal = Journal()
+    return sandbox.run_check(check, image, tree, journal), journal
+
+
+def last(result: CheckResult) -> tuple[int | None, str]:
+    command = result.phases[-1].commands[-1]
+    return command.exit_code, command.log_tail
+
+
+# --- images ---------------------------------------------------------------------------
+
+
+def test_resolve_image_gives_local_id(sandbox: DockerSandbox, image: ImageRef) -> None:
+    assert image.id.startswith("sha256:")
+    assert image.name == "proofgate/cleanroom:latest"
+    assert image.repo_digest is None  # imported locally, never pushed
+    assert image.digest == image.id
+
+
+def test_missing_image_is_not_pulled(sandbox: DockerSandbox) -> None:
+    with pytest.raises(ImageError, match="not present.*pulling is not allowed"):
+        sandbox.resolve_image("proofgate/does-not-exist:never")
+
+
+# --- running --------------------------------------------------------------------------
+
+
+def test_exit_codes_recorded_and_failure_stops_the_check(
+    sandbox: DockerSandbox, image: ImageRef
+) -> None:
+    result, journal = run(
+        sandbox, image, spec(setup=["true", "exit 0"], build=["exit 3", "true"], test=["true"])
+    )
+    assert result.started
+    assert [p.phase for p in result.phases] == [Phase.SETUP, Phase.BUILD]
+    assert [c.exit_code for c in result.phases[0].commands] == [0, 0]
+    assert [c.exit_code for c in result.phases[1].commands] == [3]
+    assert not result.phases[1].ok
+    kinds = [e["kind"] for e in journal.events()]
+    assert kinds[:2] == ["container-created", "tree-copied"]
+    assert kinds[-1] == "container-removed"
+    assert kinds.count("command-finished") == 3
+
+
+def test_tree_is_copied_exactly_into_workspace(sandbox: DockerSandbox, image: ImageRef) -> None:
+    result, _ = run(
+        sandbox,
+        image,
+        spec(
+            test=[
+                'test "$(pwd)" = /workspace',
+                'test "$(bin/hello)" = hello',
+                'test "$(readlink link)" = src/data.txt',
+                'test "$(cat link)" = "exact bytes"',
+                "test ! -x src/data.txt",
+            ]
+        ),
+    )
+    assert result.phases[-1].ok, result.phases[-1].commands[-1].log_tail
+
+
+def test_fresh_copy_per_check_catches_false_pass(sandbox: DockerSandbox, image: ImageRef) -> None:
+    """The post-mortem's fixture: one check deleting a file must not hide it from the next."""
+    first, _ = run(sandbox, image, spec(name="one", test=["rm broken.flag"]))
+    second, _ = run(sandbox, image, spec(name="two", test=["test ! -e broken.flag"]))
+    assert first.phases[-1].ok
+    assert last(second)[0] == 1  # it sees a fresh copy, where broken.flag exists
+
+
+def test_corrupted_copy_does_not_reach_next_check(sandbox: DockerSandbox, image: ImageRef) -> None:
+    first, _ = run(sandbox, image, spec(name="one", test=["echo corrupt > src/data.txt"]))
+    second, _ = run(
+        sandbox, image, spec(name="two", test=['test "$(cat src/data.txt)" = "exact bytes"'])
+    )
+    assert first.phases[-1].ok
+    assert second.phases[-1].ok
+
+
+def test_timeout_kills_the_command_and_the_container(
+    sandbox: DockerSandbox, image: ImageRef, docker_client: docker.DockerClient
+) -> None:
+    result, journal = run(sandbox, image, spec(timeout=2, test=["sleep 600"], build=["true"]))
+    command = result.phases[-1].commands[-1]
+    assert command.timed_out
+    assert command.exit_code is None
+    assert not command.ok
+    assert command.duration_s < 20
+    created = next(e for e in journal.events() if e["kind"] == "container-created")
+    container_id = created["data"]["container"]  # type: ignore[index]
+    with pytest.raises(docker.errors.NotFound):
+        docker_client.containers.get(container_id)
+
+
+def test_phase_deadline_is_shared_by_its_commands(sandbox: DockerSandbox, image: ImageRef) -> None:
+    result, _ = run(sandbox, image, spec(timeout=3, test=["sleep 2", "sleep 2"]))
+    first, second = result.phases[-1].commands
+    assert first.ok
+    assert second.timed_out
+
+
+def test_log_flood_is_hashed_in_full_and_tail_bounded(
+    sandbox: DockerSandbox, image: ImageRef
+) -> None:
+    size = 50_000_000
+    result, _ = run(sandbox, image, spec(test=[f"yes | head -c {size}"]))
+    command = result.phases[-1].commands[-1]
+    assert command.ok
+    assert command.log_bytes == size
+    assert command.log_sha256 == hashlib.sha256(b"y\n" * (size // 2)).hexdigest()
+    assert command.log_tail == "y\n" * 512  # log_tail_bytes=1024
+
+
+def test_stdout_and_stderr_both_logged(sandbox: DockerSandbox, image: ImageRef) -> None:
+    result, _ = run(sandbox, image, spec(test=["echo out; echo err >&2"]))
+    command = result.phases[-1].commands[-1]
+    assert sorted(command.log_tail.split()) == ["err", "out"]
+    assert command.log_bytes == 8
+
+
+# --- hardening ------------------------------------------------------------------------
+
+
+class _Listener:
+    """A TCP server on the host that a container could reach over Docker's bridge."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("0.0.0.0", 0))  # noqa: S104 — must be reachable from the bridge
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            conn.close()
+
+
+@pytest.fixture(scope="module")
+def listener() -> Iterator[_Listener]:
+    server = _Listener()
+    yield server
+    server.sock.close()
+
+
+@pytest.fixture(scope="module")
+def bridge_gateway(docker_client: docker.DockerClient, cleanroom_image: str) -> str:
+    container = docker_client.containers.create(
+        cleanroom_image, command=["sleep", "30"], network_mode="bridge", labels={"proofgate": "1"}
+    )
+    try:
+        container.start()
+        container.reload()
+        gateway = container.attrs["NetworkSettings"]["Gateway"]
+    finally:
+        container.remove(force=True)
+    assert gateway
+    return str(gateway)
+
+
+def _connect(host: str, port: int) -> str:
+    return f"python3 -c \"import socket; socket.create_connection(('{host}', {port}), timeout=3)\""
+
+
+def test_network_is_unreachable_from_the_clean_room(
+    sandbox: DockerSandbox, image: ImageRef, listener: _Listener, bridge_gateway: str
+) -> None:
+    result, _ = run(sandbox, image, spec(test=[_connect(bridge_gateway, listener.port)]))
+    exit_code, tail = last(result)
+    assert exit_code != 0, tail
+    assert "OSError" in tail or "unreachable" in tail.lower()
+    interfaces, _ = run(sandbox, image, spec(test=['test "$(ls /sys/class/net)" = lo']))
+    assert interfaces.phases[-1].ok
+
+
+def test_setup_network_is_taken_away_before_build(
+    sandbox: DockerSandbox, image: ImageRef, listener: _Listener, bridge_gateway: str
+) -> None:
+    before = listener.accepted
+    connect = _connect(bridge_gateway, listener.port)
+    result, journal = run(
+        sandbox,
+        image,
+        spec(network="setup", setup=[connect], build=[connect], test=["true"]),
+    )
+    setup, build = result.phases
+    assert setup.ok, setup.commands[0].log_tail
+    assert listener.accepted == before + 1
+    assert build.commands[0].exit_code != 0
+    assert "network-detached" in [e["kind"] for e in journal.events()]
+
+
+def test_host_environment_does_not_leak(
+    sandbox: DockerSandbox, image: ImageRef, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PROOFGATE_TEST_SECRET", "s3cr3t-value")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghs_notreal")
+    result, _ = run(
+        sandbox,
+        image,
+        spec(
+            env=(("GREETING", "hi"),),
+            test=[
+                'test "$GREETING" = hi',
+                "! env | grep -q -e s3cr3t -e ghs_ -e PROOFGATE_TEST_SECRET -e GITHUB_TOKEN",
+                "env | cut -d= -f1 | sort | tr '\\n' ' '",
+            ],
+        ),
+    )
+    assert result.phases[-1].ok, last(result)[1]
+    names = set(last(result)[1].split())
+    assert names <= {"GREETING", "HOME", "HOSTNAME", "PATH", "PWD", "LANG", "SHLVL", "_"}
+
+
+def test_no_docker_socket_inside(sandbox: DockerSandbox, image: ImageRef) -> None:
+    result, _ = run(
+        sandbox,
+        image,
+        spec(
+            test=[
+                'python3 -c "import socket; s = socket.socket(socket.AF_UNIX); '
+                "s.connect('/var/run/docker.sock')\""
+            ]
+        ),
+    )
+    exit_code, tail = last(result)
+    assert exit_code != 0
+    assert "FileNotFoundError" in tail
+
+
+def test_no_host_mounts_inside(sandbox: DockerSandbox, image: ImageRef) -> None:
+    result, _ = run(
+        sandbox, image, spec(test=["! grep -E ' (/workspace|/var/run|/home|/root) ' /proc/mounts"])
+    )
+    assert result.phases[-1].ok, last(result)[1]
+
+
+def test_root_in_the_clean_room_has_no_capabilities(
+    sandbox: DockerSandbox, image: ImageRef
+) -> None:
+    result, _ = run(
+        sandbox,
+        image,
+        spec(
+            test=[
+                "id -u",
+                "grep CapEff /proc/self/status",
+                "python3 -c \"import os; os.chown('src/data.txt', 1, 1)\"",
+            ]
+        ),
+    )
+    uid, capeff, chown = result.phases[-1].commands
+    assert uid.log_tail.strip() == "0"
+    assert capeff.log_tail.split() == ["CapEff:", "0000000000000000"]
+    assert chown.exit_code != 0
+    assert "PermissionError" in chown.log_tail
+
+
+def test_cap_add_grants_only_the_named_capability(sandbox: DockerSandbox, image: ImageRef) -> None:
+    result, _ = run(
+        sandbox,
+        image,
+        spec(
+            cap_add=("CHOWN",),
+            test=[
+                "python3 -c \"import os; os.chown('src/data.txt', 1, 1)\"",
+                "python3 -c \"import os; os.mknod('dev', 0o20600, os.makedev(1, 3))\"",
+            ],
+        ),
+    )
+    chown, mknod = result.phases[-1].commands
+    assert chown.ok
+    assert mknod.exit_code != 0
+
+
+def test_setuid_cannot_raise_privileges(sandbox: DockerSandbox, image: ImageRef) -> None:
+    result, _ = run(sandbox, image, spec(user="1000:1000", test=["su -c true root </dev/null"]))
+    assert last(result)[0] != 0
+
+
+def test_pids_limit_stops_a_fork_flood(sandbox: DockerSandbox, image: ImageRef) -> None:
+    flood = (
+        'python3 -c "import subprocess\n'
+        "ps = [subprocess.Popen(['sleep', '30']) for _ in range(100)]\n"
+        'print(len(ps))"'
+    )
+    result, _ = run(sandbox, image, spec(pids=32, test=[flood]))
+    exit_code, tail = last(result)
+    assert exit_code != 0
+    assert "BlockingIOError" in tail or "Resource temporarily unavailable" in tail
+
+
+def test_memory_limit_oom_kills(sandbox: DockerSandbox, image: ImageRef) -> None:
+    hog = "python3 -c \"x = bytearray(512 * 1024 * 1024); x[::4096] = b'1' * len(x[::4096])\""
+    result, _ = run(sandbox, image, spec(memory=64 * 1024**2, test=[hog]))
+    command = result.phases[-1].commands[-1]
+    assert command.exit_code != 0
+    assert command.oom_killed
+    assert not command.ok
+
+
+def test_non_root_user_can_write_the_workspace(sandbox: DockerSandbox, image: ImageRef) -> None:
+    result, _ = run(
+        sandbox,
+        image,
+        spec(
+            user="1000:1000",
+            test=[
+                'test "$(id -u)" = 1000',
+                "echo new > src/data.txt && mkdir -p reports/x && touch top && bin/hello",
+                "test -x bin/hello && test ! -x src/data.txt",
+            ],
+        ),
+    )
+    assert result.phases[-1].ok, last(result)[1]
+
+
+# --- reports --------------------------------------------------------------------------
+
+_PYTEST_TREE = make_tree(
+    {
+        "test_demo.py": b"def test_one():\n    assert 1 + 1 == 2\n",
+        "bad_link_target": b"",
+    }
+)
+
+
+def test_junit_report_is_read_back(sandbox: DockerSandbox, image: ImageRef) -> None:
+    result, _ = run(
+        sandbox,
+        image,
+        spec(
+            junit="reports/junit.xml",
+            test=["python3 -m pytest -q -p no:cacheprovider --junit-xml=reports/junit.xml"],
+        ),
+        _PYTEST_TREE,
+    )
+    assert result.phases[-1].ok, last(result)[1]
+    assert result.junit_report is not None
+    assert b"<testsuite" in result.junit_report
+    assert b'tests="1"' in result.junit_report
+
+
+def test_junit_symlink_is_refused(sandbox: DockerSandbox, image: ImageRef) -> None:
+    result, journal = run(
+        sandbox,
+        image,
+        spec(junit="junit.xml", test=["ln -s /etc/passwd junit.xml"]),
+    )
+    assert result.phases[-1].ok
+    assert result.junit_report is None
+    assert "junit-refused" in [e["kind"] for e in journal.events()]
+
+
+def test_junit_missing_gives_none(sandbox: DockerSandbox, image: ImageRef) -> None:
+    result, journal = run(sandbox, image, spec(junit="reports/none.xml", test=["true"]))
+    assert result.junit_report is None
+    assert "junit-missing" in [e["kind"] for e in journal.events()]
+
+
+# --- failures of the clean room itself -----------------------------------------------
+
+
+def test_container_that_cannot_start_is_reported(sandbox: DockerSandbox, image: ImageRef) -> None:
+    result, _ = run(sandbox, image, spec(user="no-such-user", test=["true"]))
+    assert not result.started
+    assert result.error is not None
+    assert "no-such-user" in result.error
+
+
+def test_interrupt_while_copying_removes_the_container(
+    sandbox: DockerSandbox, image: ImageRef
+) -> None:
+    def interrupted() -> Iterator[bytes]:
+        yield b"\0" * 512
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(sandbox, image, spec(test=["true"]), interrupted)
+    # the autouse fixture of tests/conftest.py asserts nothing labeled proofgate=1 is left
+
+
+def test_unreachable_daemon_is_a_sandbox_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    client = docker.DockerClient(
+        base_url="unix:///nonexistent/docker.sock", version="1.41", timeout=2
+    )
+    with pytest.raises(SandboxError, match="cannot reach the Docker daemon"):
+        DockerSandbox(client)
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    with pytest.raises(SandboxError, match="Start Docker"):
+        DockerSandbox()
+
+
+class _SocketProxy:
+    """TCP -> the Docker socket, with a switch that makes the daemon vanish mid-run."""
+
+    def __init__(self, unix_path: str) -> None:
+        self.unix_path = unix_path
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(16)
+        self.port = self.server.getsockname()[1]
+        self.sockets: list[socket.socket] = [self.server]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.socket(socket.AF_UNIX)
+            upstream.connect(self.unix_path)
+            self.sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def vanish(self) -> None:
+        for s in self.sockets:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+
+def test_daemon_vanishing_mid_run_is_a_sandbox_error(
+    docker_client: docker.DockerClient, image: ImageRef
+) -> None:
+    socket_path = "/var/run/docker.sock"
+    if docker_client.api.base_url != "http+docker://localhost" or not os.path.exists(socket_path):
+        pytest.skip("the daemon is not on the default Unix socket")  # fails the run under CI
+    proxy = _SocketProxy(socket_path)
+    client = docker.DockerClient(base_url=f"tcp://127.0.0.1:{proxy.port}", version="1.41")
+    journal = Journal()
+    timer = threading.Timer(2.0, proxy.vanish)
+    timer.start()
+    try:
+        with pytest.raises(SandboxError, match="stopped answering"):
+            DockerSandbox(client).run_check(spec(test=["sleep 30"]), image, TREE, journal)
+    finally:
+        timer.cancel()
+        proxy.vanish()
+        created = [e for e in journal.events() if e["kind"] == "container-created"]
+        for event in created:  # the vanished "daemon" could not remove it; we can
+            docker_client.containers.get(event["data"]["container"]).remove(force=True)  # type: ignore[index]
+    assert created
+    assert journal.events()[-1]["kind"] == "container-remove-failed"

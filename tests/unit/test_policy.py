@@ -1,0 +1,716 @@
+"""Rule catalog of the policy: one hit and one near miss per rule (issue 6)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+from gate.model import Budgets, ChangeStatus, Decision, InventoryEntry, PolicySpec
+from gate.policy import RULES, Thresholds, evaluate
+
+_STATUS = {
+    "A": ChangeStatus.ADDED,
+    "M": ChangeStatus.MODIFIED,
+    "D": ChangeStatus.DELETED,
+    "R": ChangeStatus.RENAMED,
+}
+
+
+@dataclass(frozen=True)
+class Change:
+    entry: InventoryEntry
+    patch: bytes
+
+
+def _b(s: str | bytes) -> bytes:
+    return s if isinstance(s, bytes) else s.encode()
+
+
+def chg(
+    path: str | bytes,
+    status: str = "M",
+    *,
+    added: Sequence[str | bytes] = (),
+    deleted: Sequence[str | bytes] = (),
+    context: Sequence[str | bytes] = (),
+    old_path: str | bytes | None = None,
+    old_mode: int | None = 0o100644,
+    new_mode: int | None = 0o100644,
+    start: int = 1,
+    **entry: object,
+) -> Change:
+    """One changed file: its inventory entry and its git-format diff (one hunk)."""
+    p = _b(path)
+    old = _b(old_path) if old_path is not None else p
+    lines = [b"diff --git a/" + old + b" b/" + p]
+    if status == "A":
+        old_mode = None
+        lines += [b"new file mode %o" % (new_mode or 0o100644), b"--- /dev/null", b"+++ b/" + p]
+    elif status == "D":
+        new_mode = None
+        lines += [b"deleted file mode %o" % (old_mode or 0), b"--- a/" + old, b"+++ /dev/null"]
+    else:
+        if old != p:
+            lines += [b"rename from " + old, b"rename to " + p]
+        if old_mode != new_mode:
+            lines += [b"old mode %o" % (old_mode or 0), b"new mode %o" % (new_mode or 0)]
+        lines += [b"--- a/" + old, b"+++ b/" + p]
+    ctx = [_b(c) for c in context]
+    dels = [_b(d) for d in deleted]
+    adds = [_b(a) for a in added]
+    if ctx or dels or adds:
+        o, n = len(ctx) + len(dels), len(ctx) + len(adds)
+        lines.append(b"@@ -%d,%d +%d,%d @@" % (start if o else 0, o, start if n else 0, n))
+        lines += [b" " + c for c in ctx] + [b"-" + d for d in dels] + [b"+" + a for a in adds]
+    e = InventoryEntry(
+        path=p if status != "D" else old,
+        status=_STATUS[status],
+        old_path=old if status == "R" else None,
+        old_mode=old_mode,
+        new_mode=new_mode,
+        lines_added=len(adds),
+        lines_deleted=len(dels),
+        **entry,  # type: ignore[arg-type]
+    )
+    return Change(e, b"\n".join(lines) + b"\n")
+
+
+def judge(
+    changes: Sequence[Change],
+    spec: PolicySpec | None = None,
+    *,
+    tree_files: Mapping[bytes, bytes] | None = None,
+    thresholds: Thresholds | None = None,
+) -> tuple[Decision, set[str], tuple[str, ...]]:
+    r = evaluate(
+        [c.entry for c in changes],
+        b"".join(c.patch for c in changes),
+        spec or PolicySpec(),
+        tree_files=tree_files,
+        thresholds=thresholds,
+    )
+    return r.decision, {f.rule for f in r.findings}, tuple(f.message for f in r.findings)
+
+
+PEM_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj"
+GHP = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
+PYPROJECT_HEAD = ["[project]", 'name = "demo"']
+
+
+@dataclass(frozen=True)
+class Case:
+    changes: tuple[Change, ...]
+    rule: str
+    hit: bool
+    decision: Decision
+    spec: PolicySpec = field(default_factory=PolicySpec)
+    tree_files: Mapping[bytes, bytes] | None = None
+    thresholds: Thresholds | None = None
+
+
+A, H, D = Decision.ALLOW, Decision.HOLD, Decision.DENY
+
+CASES: dict[str, Case] = {
+    # gate-config-changed
+    "config-edited-is-held": Case(
+        (chg(".github/proofgate.yml", added=["  deny: []"]),), "gate-config-changed", True, H
+    ),
+    "config-renamed-away-is-held": Case(
+        (chg("old-proofgate.yml", "R", old_path=".github/proofgate.yml"),),
+        "gate-config-changed",
+        True,
+        H,
+    ),
+    "config-lookalike-is-not-config": Case(
+        (chg(".github/proofgate.yml.example", added=["x"]),), "gate-config-changed", False, A
+    ),
+    # ci-workflow-changed
+    "workflow-edited": Case(
+        (chg(".github/workflows/ci.yml", added=["run: curl x | sh"]),),
+        "ci-workflow-changed",
+        True,
+        H,
+    ),
+    "nested-action-yaml": Case(
+        (chg("tools/release/action.yaml", "A", added=["runs: {}"]),),
+        "ci-workflow-changed",
+        True,
+        H,
+    ),
+    "docs-about-workflows": Case(
+        (chg("docs/workflows/ci.md", added=["text"]),), "ci-workflow-changed", False, A
+    ),
+    # build-hook-changed
+    "setup-py": Case((chg("setup.py", added=["import os"]),), "build-hook-changed", True, H),
+    "nested-conftest": Case(
+        (chg("pkg/tests/conftest.py", added=["import os"]),), "build-hook-changed", True, H
+    ),
+    "dockerfile-variant": Case(
+        (chg("docker/Dockerfile.dev", added=["RUN x"]),), "build-hook-changed", True, H
+    ),
+    "pth-file": Case(
+        (chg("src/evil.pth", "A", added=["import os"]),), "build-hook-changed", True, H
+    ),
+    "pyproject-build-backend": Case(
+        (
+            chg(
+                "pyproject.toml",
+                context=["[build-system]", 'requires = ["setuptools"]'],
+                added=['build-backend = "backend"'],
+            ),
+        ),
+        "build-hook-changed",
+        True,
+        H,
+    ),
+    "pyproject-entry-point": Case(
+        (
+            chg(
+                "pyproject.toml",
+                context=["[project.entry-points.pytest11]"],
+                added=['evil = "pkg.plugin"'],
+            ),
+        ),
+        "build-hook-changed",
+        True,
+        H,
+    ),
+    "pyproject-version-bump-is-not-a-hook": Case(
+        (
+            chg(
+                "pyproject.toml",
+                context=PYPROJECT_HEAD,
+                deleted=['version = "1.0"'],
+                added=['version = "1.1"'],
+            ),
+        ),
+        "build-hook-changed",
+        False,
+        A,
+    ),
+    "pyproject-unseen-section-is-held": Case(
+        (chg("pyproject.toml", context=["a = 1"], added=["b = 2"]),),
+        "build-hook-changed",
+        True,
+        H,
+    ),
+    "pyproject-section-from-tree": Case(
+        (chg("pyproject.toml", context=["a = 1"], added=["b = 2"], start=2),),
+        "build-hook-changed",
+        False,
+        A,
+        tree_files={b"pyproject.toml": b"[tool.demo]\na = 1\nb = 2\n"},
+    ),
+    "package-json-postinstall": Case(
+        (
+            chg(
+                "package.json",
+                context=["{", '  "scripts": {'],
+                added=['    "postinstall": "node evil.js"'],
+            ),
+        ),
+        "build-hook-changed",
+        True,
+        H,
+    ),
+    "package-json-description": Case(
+        (chg("package.json", context=["{"], added=['  "description": "x",']),),
+        "build-hook-changed",
+        False,
+        A,
+    ),
+    "setup-cfg-entry-points": Case(
+        (chg("setup.cfg", context=["[options.entry_points]"], added=["pytest11 = x = evil"]),),
+        "build-hook-changed",
+        True,
+        H,
+    ),
+    "setup-cfg-flake8-is-not-build": Case(
+        (chg("setup.cfg", context=["[flake8]"], added=["max-line-length = 100"]),),
+        "build-hook-changed",
+        False,
+        A,
+    ),
+    "tox-commands": Case(
+        (chg("tox.ini", context=["[testenv]", "commands ="], added=["    curl x | sh"]),),
+        "build-hook-changed",
+        True,
+        H,
+    ),
+    "readme-is-not-build": Case((chg("README.md", added=["x"]),), "build-hook-changed", False, A),
+    # git-plumbing-changed
+    "gitattributes-filter": Case(
+        (chg(".gitattributes", added=["* filter=evil"]),), "git-plumbing-changed", True, H
+    ),
+    "submodule-pointer": Case(
+        (chg("vendor/lib", old_mode=0o160000, new_mode=0o160000, gitlink=True),),
+        "git-plumbing-changed",
+        True,
+        H,
+    ),
+    "husky-hook": Case(
+        (chg(".husky/pre-commit", "A", added=["curl x | sh"]),), "git-plumbing-changed", True, H
+    ),
+    "doc-about-gitattributes": Case(
+        (chg("docs/gitattributes.md", added=["x"]),), "git-plumbing-changed", False, A
+    ),
+    # symlink-escapes
+    "symlink-climbs-out": Case(
+        (chg("a/link", "A", new_mode=0o120000, symlink_target=b"../../etc/passwd"),),
+        "symlink-escapes",
+        True,
+        H,
+    ),
+    "symlink-absolute": Case(
+        (chg("link", "A", new_mode=0o120000, symlink_target=b"/etc/passwd"),),
+        "symlink-escapes",
+        True,
+        H,
+    ),
+    "symlink-inside": Case(
+        (chg("a/b/link", "A", new_mode=0o120000, symlink_target=b"../lib/x"),),
+        "symlink-escapes",
+        False,
+        A,
+    ),
+    # new-executable
+    "executable-outside-scripts-recorded": Case(
+        (chg("src/run.sh", "A", new_mode=0o100755, added=["#!/bin/sh"]),),
+        "new-executable",
+        True,
+        A,
+    ),
+    "executable-held-when-configured": Case(
+        (chg("src/run", old_mode=0o100644, new_mode=0o100755),),
+        "new-executable",
+        True,
+        H,
+        spec=PolicySpec(rules=(("new-executable", H),)),
+    ),
+    "executable-in-scripts": Case(
+        (chg("scripts/run.sh", "A", new_mode=0o100755, added=["#!/bin/sh"]),),
+        "new-executable",
+        False,
+        A,
+    ),
+    # private-key
+    "pem-private-key-denied": Case(
+        (
+            chg(
+                "deploy/key.txt",
+                "A",
+                added=[
+                    "-----BEGIN RSA PRIVATE KEY-----",
+                    PEM_BODY,
+                    "-----END RSA PRIVATE KEY-----",
+                ],
+            ),
+        ),
+        "private-key",
+        True,
+        D,
+    ),
+    "openssh-key-in-one-string": Case(
+        (chg("t.py", added=[f'K = "-----BEGIN OPENSSH PRIVATE KEY-----\\n{PEM_BODY}"']),),
+        "private-key",
+        True,
+        D,
+    ),
+    "pem-parser-constant-is-not-a-key": Case(
+        (chg("pem.py", added=['MARKER = b"-----BEGIN PRIVATE KEY-----"', "def parse(x):"]),),
+        "private-key",
+        False,
+        A,
+    ),
+    # secret-token
+    "github-token": Case((chg("cfg.py", added=[f'T = "{GHP}"']),), "secret-token", True, H),
+    "aws-key-id": Case(
+        (chg("env.sh", added=["export AWS_ACCESS_KEY_ID=AKIAQ3EGUWSXB2EXAMPL"]),),
+        "secret-token",
+        True,
+        H,
+    ),
+    "high-entropy-assignment": Case(
+        (chg("settings.py", added=['API_TOKEN = "q8Zr3LmT0vXy7WcN2bKd5PsF"']),),
+        "secret-token",
+        True,
+        H,
+    ),
+    "token-from-environment": Case(
+        (chg("settings.py", added=['API_TOKEN = os.environ["API_TOKEN_FROM_ENV"]']),),
+        "secret-token",
+        False,
+        A,
+    ),
+    "low-entropy-password": Case(
+        (chg("t.py", added=['PASSWORD = "aaaaaaaaaaaaaaaaaaaaaaaaaaaa"']),),
+        "secret-token",
+        False,
+        A,
+    ),
+    # tests-deleted
+    "test-file-deleted": Case(
+        (chg("tests/test_auth.py", "D", deleted=["def test_login():", "    assert ok"]),),
+        "tests-deleted",
+        True,
+        H,
+    ),
+    "test-renamed-out-of-collection": Case(
+        (chg("tests/auth_checks.txt", "R", old_path="tests/test_auth.py"),),
+        "tests-deleted",
+        True,
+        H,
+    ),
+    "tests-moved-to-another-file": Case(
+        (
+            chg("tests/test_auth.py", "D", deleted=["def test_login():", "    pass"]),
+            chg("tests/auth/test_login.py", "A", added=["def test_login():", "    pass"]),
+        ),
+        "tests-deleted",
+        False,
+        A,
+    ),
+    "source-file-deleted": Case(
+        (chg("src/auth.py", "D", deleted=["x = 1"]),), "tests-deleted", False, A
+    ),
+    # tests-skipped
+    "existing-test-skipped": Case(
+        (
+            chg(
+                "tests/test_a.py",
+                context=["import pytest"],
+                added=["@pytest.mark.skip(reason='later')"],
+            ),
+        ),
+        "tests-skipped",
+        True,
+        H,
+    ),
+    "existing-test-skipped-above-def": Case(
+        (
+            chg(
+                "tests/test_a.py",
+                added=["@pytest.mark.xfail"],
+                context=["def test_a():", "    assert f()"],
+            ),
+        ),
+        "tests-skipped",
+        True,
+        H,
+    ),
+    "go-test-skipped": Case(
+        (chg("pkg/a_test.go", context=["func TestA(t *testing.T) {"], added=['\tt.Skip("x")']),),
+        "tests-skipped",
+        True,
+        H,
+    ),
+    "pytest-deselect-in-config": Case(
+        (chg("pytest.ini", context=["[pytest]"], added=["addopts = --deselect tests/test_a.py"]),),
+        "tests-skipped",
+        True,
+        H,
+    ),
+    "skip-removed-is-not-a-skip": Case(
+        (
+            chg(
+                "tests/test_a.py",
+                deleted=["@pytest.mark.skip(reason='flaky')"],
+                context=["def test_a():"],
+            ),
+        ),
+        "tests-skipped",
+        False,
+        A,
+    ),
+    "new-test-with-skip": Case(
+        (
+            chg(
+                "tests/test_a.py",
+                context=["import pytest"],
+                added=["@pytest.mark.skipif(WIN, reason='posix')", "def test_new():", "    pass"],
+            ),
+        ),
+        "tests-skipped",
+        False,
+        A,
+    ),
+    "skipif-condition-rewritten": Case(
+        (
+            chg(
+                "tests/test_a.py",
+                deleted=["@pytest.mark.skipif(sys.platform == 'win32', reason='x')"],
+                added=["@pytest.mark.skipif(WIN, reason='x')"],
+            ),
+        ),
+        "tests-skipped",
+        False,
+        A,
+    ),
+    # assertions-removed
+    "assertions-removed-in-bulk": Case(
+        (chg("tests/test_a.py", context=["def test_a():"], deleted=["    assert x"] * 6),),
+        "assertions-removed",
+        True,
+        H,
+    ),
+    "few-assertions-removed": Case(
+        (chg("tests/test_a.py", context=["def test_a():"], deleted=["    assert x"] * 4),),
+        "assertions-removed",
+        False,
+        A,
+    ),
+    "assertions-moved-between-files": Case(
+        (
+            chg("tests/test_a.py", context=["def test_a():"], deleted=["    assert x"] * 6),
+            chg("tests/test_b.py", context=["def test_b():"], added=["    assert x"] * 6),
+        ),
+        "assertions-removed",
+        False,
+        A,
+    ),
+    # budgets
+    "too-many-files": Case(
+        tuple(chg(f"f{i}.txt", added=["x"]) for i in range(3)),
+        "budget-files",
+        True,
+        H,
+        spec=PolicySpec(budgets=Budgets(files=2)),
+    ),
+    "files-at-budget": Case(
+        tuple(chg(f"f{i}.txt", added=["x"]) for i in range(2)),
+        "budget-files",
+        False,
+        A,
+        spec=PolicySpec(budgets=Budgets(files=2)),
+    ),
+    "too-many-lines": Case(
+        (chg("f.txt", added=["x"] * 3, deleted=["y"] * 3),),
+        "budget-lines",
+        True,
+        H,
+        spec=PolicySpec(budgets=Budgets(lines=5)),
+    ),
+    "lines-at-budget": Case(
+        (chg("f.txt", added=["x"] * 3, deleted=["y"] * 2),),
+        "budget-lines",
+        False,
+        A,
+        spec=PolicySpec(budgets=Budgets(lines=5)),
+    ),
+    # binaries
+    "binary-added-recorded": Case(
+        (chg("img/logo.png", "A", binary=True, size=10),), "binary-added", True, A
+    ),
+    "binary-added-held-when-configured": Case(
+        (chg("img/logo.png", "A", binary=True, size=10),),
+        "binary-added",
+        True,
+        H,
+        spec=PolicySpec(rules=(("binary-added", H),)),
+    ),
+    "binary-changed-recorded": Case(
+        (chg("img/logo.png", binary=True, size=10),), "binary-changed", True, A
+    ),
+    "binary-deleted-is-not-changed": Case(
+        (chg("img/logo.png", "D", binary=True),), "binary-changed", False, A
+    ),
+    "text-file-is-not-binary": Case(
+        (chg("img/logo.svg", "A", added=["<svg/>"]),), "binary-added", False, A
+    ),
+    # dependency-changed
+    "requirements-changed": Case(
+        (chg("requirements-dev.txt", added=["evil==1.0"]),), "dependency-changed", True, H
+    ),
+    "pyproject-dependency-added": Case(
+        (
+            chg(
+                "pyproject.toml",
+                context=[*PYPROJECT_HEAD, "dependencies = ["],
+                added=['    "evil>=1",'],
+            ),
+        ),
+        "dependency-changed",
+        True,
+        H,
+    ),
+    "pyproject-description-changed": Case(
+        (chg("pyproject.toml", context=PYPROJECT_HEAD, added=['description = "x"']),),
+        "dependency-changed",
+        False,
+        A,
+    ),
+    "package-json-dependency": Case(
+        (
+            chg(
+                "web/package.json",
+                context=["{", '  "dependencies": {'],
+                added=['    "left-pad": "^1.0.0",'],
+            ),
+        ),
+        "dependency-changed",
+        True,
+        H,
+    ),
+    # lockfile-drift
+    "lockfile-without-manifest": Case(
+        (chg("uv.lock", added=['version = "2"']),), "lockfile-drift", True, H
+    ),
+    "lockfile-with-manifest": Case(
+        (
+            chg("uv.lock", added=['version = "2"']),
+            chg("pyproject.toml", context=[*PYPROJECT_HEAD, "dependencies = ["], added=['  "a",']),
+        ),
+        "lockfile-drift",
+        False,
+        H,
+    ),
+    "manifest-without-known-lockfile": Case(
+        (chg("pyproject.toml", context=[*PYPROJECT_HEAD, "dependencies = ["], added=['  "a",']),),
+        "lockfile-drift",
+        True,
+        H,
+        tree_files={b"uv.lock": b"", b"pyproject.toml": b""},
+    ),
+    "manifest-without-any-lockfile": Case(
+        (chg("pyproject.toml", context=[*PYPROJECT_HEAD, "dependencies = ["], added=['  "a",']),),
+        "lockfile-drift",
+        False,
+        H,
+        tree_files={b"pyproject.toml": b""},
+    ),
+    # user globs
+    "protected-glob": Case(
+        (chg("deploy/prod/values.yaml", added=["x"]),),
+        "protected-path",
+        True,
+        H,
+        spec=PolicySpec(protected=("deploy/**",)),
+    ),
+    "protected-glob-near-miss": Case(
+        (chg("docs/deploy/values.yaml", added=["x"]),),
+        "protected-path",
+        False,
+        A,
+        spec=PolicySpec(protected=("/deploy/**",)),
+    ),
+    "denied-glob-blocks": Case(
+        (chg("certs/server.pem", "A", added=["x"]),),
+        "denied-path",
+        True,
+        D,
+        spec=PolicySpec(deny=("**/*.pem",)),
+    ),
+    "denied-glob-on-rename-source": Case(
+        (chg("certs/server.txt", "R", old_path="certs/server.pem"),),
+        "denied-path",
+        True,
+        D,
+        spec=PolicySpec(deny=("*.pem",)),
+    ),
+    "denied-glob-near-miss": Case(
+        (chg("certs/server.pem.md", "A", added=["x"]),),
+        "denied-path",
+        False,
+        A,
+        spec=PolicySpec(deny=("**/*.pem",)),
+    ),
+    # blast radius thresholds
+    "blast-over-threshold": Case(
+        (chg("a.txt", added=["x"]),),
+        "blast-radius-immediate",
+        True,
+        H,
+        thresholds=Thresholds(immediate=1),
+    ),
+    "future-blast-over-threshold": Case(
+        (chg("pkg/__init__.py", added=["import os"]),),
+        "blast-radius-future",
+        True,
+        H,
+        thresholds=Thresholds(future=4),
+    ),
+    "future-blast-under-threshold": Case(
+        (chg("pkg/__init__.py", added=["import os"]),),
+        "blast-radius-future",
+        False,
+        A,
+        thresholds=Thresholds(future=5),
+    ),
+    "blast-without-threshold": Case(
+        (chg("a.txt", added=["x"]),), "blast-radius-immediate", False, A
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_rule_case(case: Case) -> None:
+    decision, rules, messages = judge(
+        case.changes, case.spec, tree_files=case.tree_files, thresholds=case.thresholds
+    )
+    assert (case.rule in rules) is case.hit, messages
+    assert decision is case.decision, messages
+
+
+def test_every_rule_has_a_hit_and_a_near_miss() -> None:
+    hits = {c.rule for c in CASES.values() if c.hit}
+    misses = {c.rule for c in CASES.values() if not c.hit}
+    assert set(RULES) <= hits & misses, set(RULES) - (hits & misses)
+
+
+def test_pr_editing_config_is_held_with_a_finding_naming_the_file() -> None:
+    r = evaluate(
+        [chg(".github/proofgate.yml", deleted=["  deny: ['**/*.pem']"]).entry],
+        chg(".github/proofgate.yml", deleted=["  deny: ['**/*.pem']"]).patch,
+        PolicySpec(deny=("**/*.pem",)),
+    )
+    assert r.decision is Decision.HOLD
+    (f,) = [f for f in r.findings if f.rule == "gate-config-changed"]
+    assert f.path == b".github/proofgate.yml"
+    assert "base" in f.message
+
+
+def test_custom_config_path_is_the_one_watched() -> None:
+    c = chg("ci/gate.yml", added=["x"])
+    r = evaluate([c.entry], c.patch, PolicySpec(), config_path="ci/gate.yml")
+    assert "gate-config-changed" in {f.rule for f in r.findings}
+
+
+def test_rule_ids_are_kebab_case_with_a_rationale() -> None:
+    for rid, rule in RULES.items():
+        assert rid == rule.id
+        assert rid.replace("-", "").isalnum()
+        assert rid == rid.lower()
+        assert rule.rationale
+        assert "\n" not in rule.rationale
+
+
+def test_unknown_rule_override_is_refused() -> None:
+    with pytest.raises(ValueError, match="no-such-rule"):
+        evaluate([], b"", PolicySpec(rules=(("no-such-rule", Decision.ALLOW),)))
+
+
+def test_override_can_lower_a_default() -> None:
+    c = chg("setup.py", added=["x"])
+    r = evaluate([c.entry], c.patch, PolicySpec(rules=(("build-hook-changed", Decision.ALLOW),)))
+    assert r.decision is Decision.ALLOW
+    assert [f.decision for f in r.findings] == [Decision.ALLOW]
+
+
+def test_findings_are_sorted_and_deduplicated() -> None:
+    changes = [chg("setup.py", added=["x"]), chg(".github/workflows/a.yml", added=["x"])]
+    r1 = evaluate([c.entry for c in changes], b"".join(c.patch for c in changes), PolicySpec())
+    r2 = evaluate(
+        [c.entry for c in reversed(changes)],
+        b"".join(c.patch for c in reversed(changes)),
+        PolicySpec(),
+    )
+    assert r1.findings == r2.findings
+    assert len(set(r1.findings)) == len(r1.findings)
+
+
+def test_file_in_patch_but_missing_from_inventory_is_still_judged() -> None:
+    c = chg(".github/workflows/ci.yml", added=["x"])
+    r = evaluate([], c.patch, PolicySpec())
+    assert r.decision is Decision.HOLD
