@@ -13,10 +13,16 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gate import __version__
 from gate.errors import GateError, UsageError
 from gate.model import JsonDict, Verdict
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from gate.model import Approval
 
 log = logging.getLogger("gate")
 
@@ -231,7 +237,7 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
     from gate.sandbox.docker import DockerSandbox
 
     key_pem: bytes | None = None
-    approver_keys = []
+    approver_keys: list[Ed25519PublicKey] = []
     if run_checks:
         if args.key is not None:
             key_pem = _read(args.key, "--key")
@@ -249,7 +255,7 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
     if approval_doc is not None and not approver_keys:
         raise UsageError("--approval needs a trusted key: pass --key or --approver-key")
 
-    def approver(patch_sha256: str, fingerprint: str) -> object:
+    def approver(patch_sha256: str, fingerprint: str) -> Approval | None:
         if approval_doc is None:
             return None
         try:
@@ -274,7 +280,7 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
             request,
             evidence=evidence,
             sandbox=lambda: DockerSandbox(allow_pull=bool(getattr(args, "allow_pull", False))),
-            approver=approver,  # type: ignore[arg-type]
+            approver=approver,
             on_event=_print_event,
         )
     if run_checks and not run.signed:
@@ -303,7 +309,7 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
     return run.verdict.exit_code
 
 
-def _load_keys(paths: Sequence[Path]) -> list[object]:
+def _load_keys(paths: Sequence[Path]) -> list[Ed25519PublicKey]:
     from gate import receipt
 
     return [receipt.load_public_key(_read(p, "--key"), source=str(p)) for p in paths]
@@ -318,15 +324,11 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             raise UsageError("verify --github needs --commit SHA")
         if args.receipt is not None:
             raise UsageError("give either a RECEIPT file or --github, not both")
-        from gate.github.checks import GitHubChecks, verify_from_github
+        from gate.action import verify_from_github
+        from gate.github.checks import GitHubChecks
 
-        api = GitHubChecks.from_env(args.github)
-        ok, message = verify_from_github(
-            api,
-            args.commit,
-            keys,
-            args.require,  # type: ignore[arg-type]
-        )
+        api = GitHubChecks.from_env({**os.environ, "GITHUB_REPOSITORY": args.github})
+        ok, message = verify_from_github(api, args.commit, keys, args.require)
         if ok:
             log.info("%s", message)
             return 0
@@ -339,7 +341,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     try:
         statement = receipt.verify(
             envelope,
-            keys,  # type: ignore[arg-type]
+            keys,
             commit=args.commit,
             tree=args.tree,
             patch=patch,
@@ -360,7 +362,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     envelope = _read(args.receipt, "receipt")
     try:
         if args.key:
-            statement = receipt.verify(envelope, _load_keys(args.key))  # type: ignore[arg-type]
+            statement = receipt.verify(envelope, _load_keys(args.key))
         else:
             statement = receipt.unverified_statement(envelope)
             log.warning("shown UNVERIFIED: pass --key PUB to check the signature first")

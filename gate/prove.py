@@ -42,6 +42,7 @@ from gate.verdict import Outcome, RunEvidence, decide, preflight
 log = logging.getLogger("gate")
 
 TOOL_NAME = "proofgate"
+MAX_ANALYZED_BYTES = 64 * 1024 * 1024  # the policy's import graph reads at most this much
 
 Approver = Callable[[Sha256, Sha256], Approval | None]
 """(patch digest, policy fingerprint) -> a verified approval bound to both, or None.

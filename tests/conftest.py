@@ -112,7 +112,9 @@ def cleanroom_image(docker_client: docker.DockerClient) -> str:
 
 
 def _labeled_container_ids(client: docker.DockerClient) -> set[str]:
-    return {c.id for c in client.containers.list(all=True, filters={"label": CONTAINER_LABEL})}
+    # sparse: no per-container inspect, which races with containers removed meanwhile
+    found = client.containers.list(all=True, sparse=True, filters={"label": CONTAINER_LABEL})
+    return {c.id for c in found}
 
 
 @pytest.fixture(autouse=True)

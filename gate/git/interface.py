@@ -8,7 +8,7 @@ merge conflict, hostile tree entries) are not exceptions: they come back as `Rea
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from gate.errors import RepoError
@@ -33,6 +33,13 @@ class EvidenceSource(Protocol):
 
     def read_blob_at(self, commit: CommitId, path: str) -> tuple[BlobId, bytes] | None:
         """The blob at `path` in `commit`'s tree (from the user's repo), or None."""
+        ...
+
+    def read_tree_files(
+        self, tree: TreeId, wanted: Callable[[bytes], bool], *, max_bytes: int
+    ) -> dict[bytes, bytes] | None:
+        """Regular files of `tree` whose path `wanted` selects (for the policy analyzers),
+        or None when they would exceed `max_bytes` in total."""
         ...
 
     def archive(self, tree: TreeId) -> Iterator[bytes]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 
@@ -17,6 +17,7 @@ import pygit2
 from pygit2.enums import FileMode
 
 from gate.errors import RepoError
+from gate.git import fastarchive
 from gate.git.interface import UnsafeTreeError
 from gate.git.patch import CapturedPatch, PatchApplyError, apply_patch, capture_patch
 from gate.git.store import PrivateStore, objects_dir
@@ -308,6 +309,38 @@ class GitRepository:
             return None
         return BlobId(str(entry.id)), bytes(entry.data)
 
+    def read_tree_files(
+        self, tree: TreeId, wanted: Callable[[bytes], bool], *, max_bytes: int
+    ) -> dict[bytes, bytes] | None:
+        """Regular files of `tree` (private store) selected by `wanted`, for the policy's
+        analyzers; None when their total size exceeds `max_bytes`.
+
+        Raises:
+            RepoError: the tree is not readable.
+        """
+        repo = self._store.git if self._store is not None else self._repo
+        try:
+            root = repo[pygit2.Oid(hex=tree)].peel(pygit2.Tree)
+        except (KeyError, ValueError, pygit2.GitError) as e:
+            raise RepoError(f"tree {tree} is not in the object store: {e}") from e
+        out: dict[bytes, bytes] = {}
+        total = 0
+        stack: list[tuple[bytes, pygit2.Tree]] = [(b"", root)]
+        while stack:
+            prefix, node = stack.pop()
+            for entry in node:
+                path = prefix + (entry.raw_name or b"")
+                mode = int(entry.filemode)
+                if mode == int(FileMode.TREE):
+                    stack.append((path + b"/", repo[entry.id].peel(pygit2.Tree)))
+                elif mode in _REGULAR and wanted(path):
+                    data = repo.odb.read(entry.id)[1]
+                    total += len(data)
+                    if total > max_bytes:
+                        return None
+                    out[path] = bytes(data)
+        return out
+
     def archive(
         self,
         tree: TreeId,
@@ -323,6 +356,12 @@ class GitRepository:
         `container.put_archive(path, data)` accepts it as `data` directly (requests sends
         it chunked), or join it for a bytes object. Entries are owned by `uid:gid` and
         carry a fixed `mtime` so the archive of a tree is deterministic.
+
+        With git on PATH and owner 0:0 the bytes come from `git archive` in the private
+        store with every `.gitattributes` conversion switched off (see
+        `gate.git.fastarchive`); otherwise from the pure-Python writer. Both extract to
+        the same files, modes and symlinks. The stream raises RepoError rather than end
+        short if git fails; closing it early stops git.
 
         Raises:
             UnsafeTreeError: an entry could write outside the extraction directory.
@@ -340,7 +379,15 @@ class GitRepository:
             except (KeyError, pygit2.GitError) as e:
                 raise RepoError(f"tree {tree} is not in the object store: {e}") from e
             self._entries[str(oid)] = entries
-        return stream_tar(repo, entries, mtime=mtime, uid=uid, gid=gid)
+        # Every name is checked above. The fast path is `git archive` in the private store
+        # with all attributes neutralized (gate/git/fastarchive.py); it writes owner 0:0
+        # only, so another owner (or no git on PATH) takes the pure-Python stream.
+        git = fastarchive.git_available()
+        if git is None or uid != 0 or gid != 0 or not 0 <= mtime <= fastarchive.MAX_MTIME:
+            return stream_tar(repo, entries, mtime=mtime, uid=uid, gid=gid)
+        if self._store is None:  # never write the archive's commit into the user's repo
+            self._store = PrivateStore(objects_dir(self._repo))
+        return fastarchive.git_archive(self._store.git, self._store.path, oid, mtime=mtime, git=git)
 
 
 def _raw(path: str) -> bytes:

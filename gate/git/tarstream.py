@@ -14,6 +14,9 @@ kept as committed (the inventory flags absolute and escaping ones; policy decide
 Headers are written by hand (ustar, with a pax extended header for names or link
 targets that are long or not plain ASCII; `hdrcharset=BINARY` when they are not UTF-8),
 which is several times faster than `tarfile.TarInfo.tobuf` and keeps names exact.
+`GitRepository.archive` normally streams with `git archive` instead
+(`gate.git.fastarchive`, after the same checks); this writer is the fallback for another
+owner than root or when git is not installed.
 """
 
 from __future__ import annotations
@@ -113,9 +116,13 @@ def _is_dotgit(name: bytes) -> bool:
 def tree_entries(repo: pygit2.Repository, tree_id: pygit2.Oid) -> list[TarEntry]:
     """All entries of `tree_id`, parents before children, every name checked.
 
+    Symlink targets are read here too (there are few): an empty target, or one holding a
+    NUL byte, cannot be written to a tar faithfully.
+
     Raises:
         UnsafeTreeError: an entry could write outside the extraction directory, a name
-            appears twice in one tree, or an entry has a mode git never writes.
+            appears twice in one tree, an entry has a mode git never writes, or a symlink
+            target is empty or holds a NUL byte.
         KeyError: the tree (or a subtree) is not in the object store.
     """
     out: list[TarEntry] = []
@@ -150,7 +157,10 @@ def tree_entries(repo: pygit2.Repository, tree_id: pygit2.Oid) -> list[TarEntry]
             if mode == _MODE_TREE:
                 out.append(TarEntry(path, mode, None))
                 subdirs.append((path + b"/", obj.id))
-            elif mode in (_MODE_BLOB, _MODE_EXEC, _MODE_LINK, _MODE_BLOB_GROUP_WRITABLE):
+            elif mode in (_MODE_BLOB, _MODE_EXEC, _MODE_BLOB_GROUP_WRITABLE):
+                out.append(TarEntry(path, mode, obj.id))
+            elif mode == _MODE_LINK:
+                _check_link_target(path, repo.odb.read(obj.id)[1])
                 out.append(TarEntry(path, mode, obj.id))
             elif mode == _MODE_COMMIT:
                 out.append(TarEntry(path, mode, None))
@@ -161,6 +171,14 @@ def tree_entries(repo: pygit2.Repository, tree_id: pygit2.Oid) -> list[TarEntry]
         # depth-first, in tree order: push reversed so the first subdir is popped first
         stack.extend(reversed(subdirs))
     return out
+
+
+def _check_link_target(path: bytes, target: bytes) -> None:
+    if b"\0" in target or not target:
+        raise UnsafeTreeError(
+            f"unsafe tree entry {path_display(path)!r}: "
+            "symlink target is empty or holds a NUL byte (tar cannot hold it)"
+        )
 
 
 def _pax_record(key: bytes, value: bytes) -> bytes:
@@ -275,11 +293,7 @@ def stream_tar(
             buffered += len(hdr)
         elif mode == _MODE_LINK:
             _, target = read(entry.oid)
-            if b"\0" in target or not target:
-                raise UnsafeTreeError(
-                    f"unsafe tree entry {path_display(entry.path)!r}: "
-                    "symlink target is empty or holds a NUL byte"
-                )
+            _check_link_target(entry.path, target)
             hdr = _member(entry.path, 0o777, 0, _TYPE_SYMLINK, target, mtime, ids)
             buf.append(hdr)
             buffered += len(hdr)

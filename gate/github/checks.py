@@ -209,7 +209,7 @@ class GitHubChecks:
             seconds_between_requests=None,
             seconds_between_writes=self._policy.write_interval or None,
         )
-        self._repo: Repository = self._gh.get_repo(repository, lazy=True)
+        self._repo: Repository = self._gh.withLazy(True).get_repo(repository)
         self._runs: dict[int, CheckRun] = {}
 
     @classmethod

@@ -57,7 +57,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import docker
 import docker.errors
@@ -75,6 +75,9 @@ from gate.model import (
     Sha256,
 )
 from gate.sandbox.interface import ImageError, SandboxError
+
+if TYPE_CHECKING:
+    from gate.sandbox.interface import Sandbox
 
 log = logging.getLogger("gate.sandbox")
 
@@ -291,6 +294,9 @@ class _CheckRun:
             nano_cpus=int(limits.cpus * 1e9),
             ipc_mode="private",
             privileged=False,
+            # The daemon removes the container itself once it stops: if the daemon dies
+            # mid-check, our `finally` cannot reach it, but a restarted daemon cleans up.
+            auto_remove=True,
         )
         try:
             created = self.api.create_container(
@@ -383,18 +389,39 @@ class _CheckRun:
             self.api.remove_container(cid, force=True, v=True)
         except docker.errors.NotFound:
             pass
+        except docker.errors.APIError as e:
+            # auto_remove: the daemon may already be removing the stopped container.
+            if e.status_code != 409 or not self._gone(cid):
+                self._remove_failed(cid, e, raise_on_failure=raise_on_failure)
+                return
         except (docker.errors.DockerException, *_TRANSPORT_ERRORS) as e:
-            log.warning("could not remove container %s: %s", cid[:12], e)
-            self.journal.append(
-                "container-remove-failed", check=self.spec.name, container=cid[:12], error=str(e)
-            )
-            if raise_on_failure:
-                raise SandboxError(
-                    f"cannot remove the clean-room container {cid[:12]} ({e}); "
-                    f"remove it by hand: docker rm -f {cid[:12]}"
-                ) from e
+            self._remove_failed(cid, e, raise_on_failure=raise_on_failure)
             return
         self.journal.append("container-removed", check=self.spec.name, container=cid[:12])
+
+    def _gone(self, cid: str, wait_s: float = 15.0) -> bool:
+        """Whether the container disappears within `wait_s` (the daemon is removing it)."""
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            try:
+                self.api.inspect_container(cid)
+            except docker.errors.NotFound:
+                return True
+            except (docker.errors.DockerException, *_TRANSPORT_ERRORS):
+                return False
+            time.sleep(0.1)
+        return False
+
+    def _remove_failed(self, cid: str, e: Exception, *, raise_on_failure: bool) -> None:
+        log.warning("could not remove container %s: %s", cid[:12], e)
+        self.journal.append(
+            "container-remove-failed", check=self.spec.name, container=cid[:12], error=str(e)
+        )
+        if raise_on_failure:
+            raise SandboxError(
+                f"cannot remove the clean-room container {cid[:12]} ({e}); "
+                f"remove it by hand: docker rm -f {cid[:12]}"
+            ) from e
 
     def _kill(self) -> None:
         try:
@@ -708,3 +735,9 @@ def _pick_repo_digest(name: str, digests: list[str]) -> str | None:
     if digest is not None:
         candidates = [d for d in candidates if d.endswith("@" + digest)] or candidates
     return (candidates or digests)[0]
+
+
+if TYPE_CHECKING:
+
+    def _implements_the_port(sandbox: DockerSandbox) -> Sandbox:
+        return sandbox  # mypy checks DockerSandbox against the Sandbox protocol here

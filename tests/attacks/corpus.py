@@ -22,7 +22,6 @@ import hashlib
 import io
 import json
 import os
-import shutil
 import socket
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -551,16 +550,18 @@ def test_needs_chown(tmp_path):
 NEEDS_SETUID = b"""import os
 import shutil
 import subprocess
+import tempfile
 
 
-def test_needs_privilege_escalation(tmp_path):
+def test_needs_privilege_escalation():
     # a setuid-root copy of python run as nobody: only a privilege gain makes euid 0
-    target = tmp_path / "py"
+    where = tempfile.mkdtemp(dir="/tmp")
+    os.chmod(where, 0o755)
+    target = os.path.join(where, "py")
     shutil.copy("/usr/bin/python3", target)
-    os.chmod(tmp_path, 0o755)
     os.chmod(target, 0o4755)
     out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                          str(target), "-c", "import os; print(os.geteuid())"],
+                          target, "-c", "import os; print(os.geteuid())"],
                          capture_output=True, text=True)
     assert out.stdout.strip() == "0", out
 """
@@ -616,7 +617,7 @@ READ_THROUGH_LINK = b"""import hashlib
 
 def test_reads_host_file():
     with open("leak.txt", "rb") as f:
-        assert hashlib.sha256(f.read()).hexdigest() == %r
+        assert hashlib.sha256(f.read()).hexdigest() == "%s"
 """
 
 
@@ -642,9 +643,8 @@ def _absolute_secret(ws: Workspace, secret: Path) -> tuple[bytes, str]:
 
 
 def _etc_passwd(ws: Workspace, secret: Path) -> tuple[bytes, str]:
-    # the host's /etc/passwd; the clean room has its own, which differs from the host's
-    data = Path("/etc/passwd").read_bytes() + b"host"
-    return b"/etc/passwd", hashlib.sha256(data).hexdigest()
+    # passes only on the host's /etc/passwd; the clean room's own copy differs from it
+    return b"/etc/passwd", hashlib.sha256(Path("/etc/passwd").read_bytes()).hexdigest()
 
 
 def _relative_escape(ws: Workspace, secret: Path) -> tuple[bytes, str]:
@@ -1344,11 +1344,14 @@ CASES: tuple[Case, ...] = (
         "tests-deselected-by-pytest-ini",
         "the PR breaks the code and deselects its test in pytest.ini",
         F({HELD}),
-        simple(
-            {
-                b"calc.py": CALC_BROKEN,
-                b"pytest.ini": b"[pytest]\naddopts = --deselect test_calc.py::test_add\n",
-            }
+        with_inspect(
+            simple(
+                {
+                    b"calc.py": CALC_BROKEN,
+                    b"pytest.ini": b"[pytest]\naddopts = --deselect test_calc.py::test_add\n",
+                }
+            ),
+            wants_finding("tests-skipped"),
         ),
     ),
     _attack(
@@ -1510,7 +1513,3 @@ def by_id(case_id: str) -> Case:
         if case.id == case_id:
             return case
     raise KeyError(case_id)
-
-
-def clean(root: Path) -> None:
-    shutil.rmtree(root, ignore_errors=True)

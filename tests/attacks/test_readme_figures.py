@@ -44,3 +44,9 @@ def test_figures_block_counts_what_it_is_given() -> None:
     block = figures.figures_block(figures.Figures(attacks=5, contained=4, honest=3, proven=2))
     assert "attacks contained: 4/5\n" in block
     assert "honest changes proven: 2/3 (false failures: 1)\n" in block
+
+
+def test_security_doc_lists_every_case() -> None:
+    text = (figures.ROOT / "docs" / "security.md").read_text(encoding="utf-8")
+    missing = [c.id for c in CASES if f"| `{c.id}` |" not in text]
+    assert not missing, f"docs/security.md lacks a table line for {missing}"

@@ -49,7 +49,8 @@ class Fault:
 
     kind: "server-error" (502 before processing), "server-error-after" (processed, then
     502: the client cannot know it worked), "secondary-rate-limit" (403 + retry-after),
-    "slow" (sleep `delay` seconds, then answer normally).
+    "slow" (process the request, then sleep `delay` seconds before answering: the
+    client times out although the call took effect).
     """
 
     operation: str
@@ -451,8 +452,6 @@ class GitHubStandIn:
             self._violate(f"{operation}: missing or wrong Authorization header")
             return _error(401, "Bad credentials")
         fault = self._take_fault(operation)
-        if fault is not None and fault.kind == "slow":
-            time.sleep(fault.delay)
         if fault is not None and fault.kind == "server-error":
             return _error(502, "Server Error")
         if fault is not None and fault.kind == "secondary-rate-limit":
@@ -468,6 +467,8 @@ class GitHubStandIn:
             answer = handler(self, params, body if isinstance(body, dict) else None, query)
         if fault is not None and fault.kind == "server-error-after":
             return _error(502, "Server Error")
+        if fault is not None and fault.kind == "slow":
+            time.sleep(fault.delay)
         return answer
 
     # --- rendering -------------------------------------------------------------------

@@ -17,6 +17,7 @@ fails a run under CI=true, see tests/conftest.py).
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -69,7 +70,10 @@ class PrivateDaemon:
             )
 
     def start(self) -> None:
+        # Its own network namespace: a daemon started with --bridge=none in the host's
+        # namespace deletes the host's docker0, which the machine's daemon still needs.
         argv = [
+            "unshare", "--net",
             "dockerd",
             "--data-root", str(self.data),
             "--exec-root", str(self.exec_root),
@@ -84,7 +88,7 @@ class PrivateDaemon:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the private dockerd exited: {self.log_tail()}")
             try:
-                with self.client() as c:
+                with contextlib.closing(self.client()) as c:
                     c.ping()
                 return
             except docker.errors.DockerException:
@@ -99,11 +103,29 @@ class PrivateDaemon:
         return docker.DockerClient(base_url=self.host, timeout=60)
 
     def kill(self) -> None:
-        """SIGKILL: the daemon dies without cleaning anything up."""
+        """SIGKILL: the daemon dies without cleaning anything up.
+
+        Its containerd notices and exits on its own (and must have, before a restart can
+        take its lock); the shims and the container's processes live on."""
         assert self.proc is not None
+        containerd = self._containerd_pid()
         self.proc.kill()
         self.proc.wait(timeout=30)
         self.proc = None
+        deadline = time.monotonic() + 30
+        while containerd is not None and _alive(containerd) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        # Where PID 1 does not reap orphans (some containers), the dead containerd stays a
+        # zombie, and a restarted dockerd that finds its pid file waits for it forever.
+        if containerd is not None and not _alive(containerd):
+            (self.exec_root / "containerd" / "containerd.pid").unlink(missing_ok=True)
+
+    def _containerd_pid(self) -> int | None:
+        path = self.exec_root / "containerd" / "containerd.pid"
+        try:
+            return int(path.read_text().strip())
+        except (OSError, ValueError):
+            return None
 
     def stop(self) -> None:
         if self.proc is None:
@@ -134,12 +156,36 @@ class PrivateDaemon:
             raise RuntimeError(f"cannot copy the clean-room image: {load.stderr.decode()}")
 
     def labeled_containers(self) -> list[str]:
-        with self.client() as c:
+        with contextlib.closing(self.client()) as c:
             return [x.id for x in c.containers.list(all=True, filters={"label": CONTAINER_LABEL})]
 
     def running_labeled(self) -> bool:
-        with self.client() as c:
+        with contextlib.closing(self.client()) as c:
             return bool(c.containers.list(filters={"label": CONTAINER_LABEL}))
+
+    def _kill_orphaned_containers(self) -> None:
+        """Last resort when the daemon could not be brought back: the shims this daemon's
+        containerd started (found by their -address), the processes in their containers'
+        cgroups, and those cgroups. Only processes of our own daemon are touched."""
+        address = str(self.exec_root / "containerd" / "containerd.sock")
+        for shim, argv in _processes():
+            if "-address" not in argv or address not in argv or "-id" not in argv:
+                continue
+            cid = argv[argv.index("-id") + 1]
+            for pid, _ in _processes():
+                try:
+                    if cid in Path(f"/proc/{pid}/cgroup").read_text():
+                        os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                os.kill(shim, signal.SIGKILL)
+            except OSError:
+                pass
+            time.sleep(0.5)
+            for cgroup in Path("/sys/fs/cgroup").glob(f"*/docker/{cid}"):
+                with contextlib.suppress(OSError):
+                    cgroup.rmdir()
 
     def destroy(self) -> None:
         """Stop the daemon (restarting it first if it was killed, so that it stops the
@@ -150,14 +196,37 @@ class PrivateDaemon:
             except RuntimeError:
                 pass
         self.stop()
+        self._kill_orphaned_containers()
         for point in _mountpoints_under(self.root):
             subprocess.run(["umount", "-l", point], check=False, capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def _processes() -> list[tuple[int, list[str]]]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                raw = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            out.append((int(entry.name), raw.decode(errors="replace").split("\0")))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _private_daemon_problem() -> str | None:
     if os.geteuid() != 0:
         return "starting a private dockerd needs root"
+    if shutil.which("unshare") is None:
+        return "unshare (util-linux) is needed to give the private daemon its own network"
     if shutil.which("dockerd") is None or shutil.which("docker") is None:
         return "dockerd and the docker CLI are needed to start a private daemon"
     return None
@@ -266,7 +335,8 @@ def killed_run(daemon: PrivateDaemon, tmp_path_factory: pytest.TempPathFactory) 
     daemon.start()
     time.sleep(2)  # the restarted daemon restores (and, with AutoRemove, removes) containers
     left = daemon.labeled_containers()
-    with daemon.client() as c:  # whatever the outcome, the next fault starts clean
+    # whatever the outcome, the next fault starts clean
+    with contextlib.closing(daemon.client()) as c:
         for cid in left:
             c.containers.get(cid).remove(force=True)
     return KilledRun(code, err, proof, same, left)
@@ -282,12 +352,6 @@ def test_daemon_killed_mid_proof_is_not_proven(killed_run: KilledRun) -> None:
     assert killed_run.proof.stores_left() == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gate/sandbox/docker.py creates containers without AutoRemove: when the daemon "
-    "dies mid-check, remove() cannot reach it and the restarted daemon keeps the exited "
-    "container (labeled proofgate=1). Fix: auto_remove=True in create_host_config.",
-)
 def test_daemon_killed_mid_proof_leaves_no_container(killed_run: KilledRun) -> None:
     assert killed_run.containers_after_restart == []
 
@@ -303,7 +367,7 @@ def test_oom_killed_check_is_failed(daemon: PrivateDaemon, tmp_path: Path) -> No
     assert code == 10, err
     predicate = proof.predicate()
     assert predicate["verdict"] == "FAILED"
-    assert _codes(predicate) & {"check-oom-killed", "check-failed"}
+    assert "check-oom-killed" in _codes(predicate)
     assert snapshot(path) == before
     assert proof.stores_left() == []
     assert daemon.labeled_containers() == []
@@ -323,12 +387,10 @@ def test_ctrl_c_during_a_check_is_not_proven_and_cleans_up(
     proof.proc.send_signal(signal.SIGINT)
     code, err = proof.wait(timeout=60)
     assert time.monotonic() - t0 < 25, "Ctrl-C did not stop the running check"
-    assert code != 0, err
-    if (tmp_path / "out" / "receipt.json").exists():
-        predicate = proof.predicate()
-        assert predicate["verdict"] != "PROVEN"
-        assert "interrupted" in _codes(predicate)
-        assert code == 13
+    assert code == 13, err  # a receipt is still written: INCONCLUSIVE, interrupted
+    predicate = proof.predicate()
+    assert predicate["verdict"] == "INCONCLUSIVE"
+    assert "interrupted" in _codes(predicate)
     assert snapshot(path) == before
     assert proof.stores_left() == []
     assert daemon.labeled_containers() == []
@@ -373,8 +435,10 @@ def test_disk_full_under_the_daemon_is_not_proven(
     predicate = proof.predicate()
     assert predicate["verdict"] in ("FAILED", "INCONCLUSIVE")
     assert _codes(predicate) & {"check-failed", "container-failed", "docker-unavailable"}
+    if "check-failed" in _codes(predicate):  # the check itself hit the full disk
+        assert "No space left on device" in json.dumps(predicate["checks"])
     assert snapshot(path) == before
     assert proof.stores_left() == []
     assert d.labeled_containers() == []
-    with d.client() as c:  # the daemon survived
+    with contextlib.closing(d.client()) as c:  # the daemon survived
         assert c.ping()

@@ -19,6 +19,7 @@ import docker
 import docker.errors
 import pytest
 
+from gate.git.interface import UnsafeTreeError
 from gate.journal import Journal
 from gate.model import CheckResult, CheckSpec, Command, ImageRef, Limits, Phase
 from gate.sandbox.docker import DockerSandbox
@@ -480,6 +481,17 @@ def test_interrupt_while_copying_removes_the_container(
     with pytest.raises(KeyboardInterrupt):
         run(sandbox, image, spec(test=["true"]), interrupted)
     # the autouse fixture of tests/conftest.py asserts nothing labeled proofgate=1 is left
+
+
+def test_unsafe_tree_error_propagates_and_container_is_removed(
+    sandbox: DockerSandbox, image: ImageRef
+) -> None:
+    def hostile() -> Iterator[bytes]:
+        yield from TREE()
+        raise UnsafeTreeError("../escape")
+
+    with pytest.raises(UnsafeTreeError, match="escape"):
+        run(sandbox, image, spec(test=["true"]), hostile)
 
 
 def test_unreachable_daemon_is_a_sandbox_error(monkeypatch: pytest.MonkeyPatch) -> None:

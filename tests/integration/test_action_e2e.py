@@ -1,0 +1,433 @@
+"""The Action end to end, run as GitHub's runner runs a container action.
+
+The image is built from the repository's Dockerfile (scripts/build-action-image, no
+registry). Each scenario runs `docker run` with the Docker socket mounted, the workspace at
+/github/workspace, GITHUB_EVENT_PATH / GITHUB_OUTPUT / GITHUB_STEP_SUMMARY files and the
+inputs as env, on the host network so the container reaches the GitHub stand-in on
+127.0.0.1. A local bare "origin" repository holds `refs/pull/N/head` like GitHub does, also
+for fork pull requests. The clean room inside is `proofgate/cleanroom:latest`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gate import receipt
+from gate.action import pr_external_id, verify_from_github
+from gate.github.checks import GitHubChecks, RetryPolicy
+from gate.model import Verdict
+from tests.github_standin.fixtures import REPO, TOKEN, running_standin
+from tests.github_standin.server import GitHubStandIn
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+KEYS = ROOT / "tests" / "assets" / "keys"
+IMAGE = "proofgate/cleanroom:latest"
+CONFIG = f"""version: 1
+image: {IMAGE}
+defaults: {{timeout: 60, memory: 256m, pids: 64}}
+checks:
+  - name: unit
+    test: [["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider"]]
+policy:
+  protected: ["ops/**"]
+"""
+CALC = "def add(a, b):\n    return a + b\n"
+TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "HOME": "/nonexistent",
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+}
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, env=GIT_ENV, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def write_commit(work: Path, files: dict[str, str], message: str) -> str:
+    for name, content in files.items():
+        path = work / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", message)
+    return git(work, "rev-parse", "HEAD")
+
+
+@dataclass
+class Origin:
+    path: Path
+    stale_base: str  # main's tip when the PRs were opened
+    main: str  # main's tip now (it moved on)
+    pulls: dict[int, str]  # PR number -> head SHA
+    queue_ref: str
+    queue_head: str
+
+
+@pytest.fixture(scope="module")
+def origin(tmp_path_factory: pytest.TempPathFactory) -> Origin:
+    root = tmp_path_factory.mktemp("origin")
+    work = root / "work"
+    work.mkdir()
+    git(work, "init", "-q", "-b", "main")
+    base = write_commit(
+        work,
+        {".github/proofgate.yml": CONFIG, "calc.py": CALC, "test_calc.py": TEST},
+        "base",
+    )
+    pulls: dict[int, str] = {}
+    changes = {
+        1: {"calc.py": CALC + "\n\ndef mul(a, b):\n    return a * b\n"},  # honest
+        2: {"calc.py": "def add(a, b):\n    return a - b\n"},  # breaks the test
+        3: {"ops/deploy.sh": "echo deploy\n"},  # protected path: HELD
+        4: {"README.md": "from a fork\n"},  # a fork's honest change
+    }
+    for number, files in changes.items():
+        git(work, "checkout", "-q", "-b", f"pr{number}", base)
+        pulls[number] = write_commit(work, files, f"pr {number}")
+    git(work, "checkout", "-q", "main")
+    main = write_commit(work, {"NOTES.md": "main moved on\n"}, "main moves")
+    # the merge queue's commit: main + PR 1
+    git(work, "checkout", "-q", "-b", "queue", main)
+    git(work, "merge", "-q", "--no-ff", "-m", "queue: pr 1", "pr1")
+    queue_head = git(work, "rev-parse", "HEAD")
+    bare = root / "origin.git"
+    git(root, "init", "-q", "--bare", str(bare))
+    queue_ref = f"refs/heads/gh-readonly-queue/main/pr-1-{pulls[1]}"
+    refspecs = ["main:refs/heads/main", f"queue:{queue_ref}"]
+    refspecs += [f"pr{n}:refs/pull/{n}/head" for n in pulls]
+    git(work, "push", "-q", str(bare), *refspecs)
+    return Origin(bare, base, main, pulls, queue_ref, queue_head)
+
+
+@pytest.fixture(scope="session")
+def action_image() -> str:
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "build-action-image"), "proofgate/action:test"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=1800,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"building the action image failed:\n{done.stderr[-3000:]}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture
+def standin() -> Iterator[GitHubStandIn]:
+    yield from running_standin()
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+    outputs: dict[str, str]
+    summary: str
+    workspace: Path
+
+
+def run_action(
+    image: str,
+    standin: GitHubStandIn,
+    origin: Origin,
+    tmp: Path,
+    event_name: str,
+    event: dict[str, object],
+    **inputs: str,
+) -> Result:
+    tmp.mkdir(parents=True, exist_ok=True)
+    workspace = tmp / "workspace"
+    workspace.mkdir(exist_ok=True)
+    (workspace / "checkout-of-base.txt").write_text("the runner's checkout\n")
+    files = tmp / "file_commands"
+    files.mkdir(exist_ok=True)
+    (files / "output").write_text("")
+    (files / "summary").write_text("")
+    workflow = tmp / "workflow"
+    workflow.mkdir(exist_ok=True)
+    (workflow / "event.json").write_text(json.dumps(event))
+    env = {
+        "GITHUB_EVENT_NAME": event_name,
+        "GITHUB_EVENT_PATH": "/github/workflow/event.json",
+        "GITHUB_OUTPUT": "/github/file_commands/output",
+        "GITHUB_STEP_SUMMARY": "/github/file_commands/summary",
+        "GITHUB_WORKSPACE": "/github/workspace",
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_API_URL": standin.api_url,
+        "GITHUB_SERVER_URL": standin.web_url,
+        "GITHUB_RUN_ID": "4242",
+        "GITHUB_ACTIONS": "true",
+        "PROOFGATE_ORIGIN_URL": "/github/origin",
+        "PROOFGATE_GITHUB_TOKEN": TOKEN,
+        "PROOFGATE_CONFIG": ".github/proofgate.yml",
+        "PROOFGATE_SIGNING_KEY": (KEYS / "trusted.key").read_text(),
+        "PROOFGATE_FAIL_ON_UNPROVEN": "true",
+        "PROOFGATE_MODE": "prove",
+        **inputs,
+    }
+    argv = ["docker", "run", "--rm", "--network", "host"]
+    argv += ["-v", "/var/run/docker.sock:/var/run/docker.sock"]
+    argv += ["-v", f"{workspace}:/github/workspace", "-w", "/github/workspace"]
+    argv += ["-v", f"{files}:/github/file_commands", "-v", f"{workflow}:/github/workflow"]
+    argv += ["-v", f"{origin.path}:/github/origin:ro"]
+    for name in env:
+        argv += ["-e", name]  # values come from the environment, not the command line
+    done = subprocess.run(
+        [*argv, image],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    outputs = dict(
+        line.split("=", 1) for line in (files / "output").read_text().splitlines() if line
+    )
+    return Result(
+        done.returncode,
+        done.stdout,
+        done.stderr,
+        outputs,
+        (files / "summary").read_text(),
+        workspace,
+    )
+
+
+def pr_event(origin: Origin, number: int, *, fork: bool = False) -> dict[str, object]:
+    head_repo = "forker/widgets" if fork else REPO
+    return {
+        "action": "synchronize",
+        "number": number,
+        "pull_request": {
+            "number": number,
+            "head": {
+                "sha": origin.pulls[number],
+                "ref": "feature",
+                "repo": {"full_name": head_repo},
+            },
+            # base.sha is stale on purpose: the action must use main's current tip
+            "base": {"sha": origin.stale_base, "ref": "main", "repo": {"full_name": REPO}},
+        },
+    }
+
+
+def add_pull(standin: GitHubStandIn, origin: Origin, number: int, *, fork: bool = False) -> None:
+    standin.add_pull(
+        REPO,
+        number,
+        head_sha=origin.pulls[number],
+        base_sha=origin.stale_base,
+        head_repo="forker/widgets" if fork else None,
+    )
+
+
+def predicate_of(result: Result) -> dict[str, object]:
+    envelope = (result.workspace / result.outputs["receipt"]).read_bytes()
+    pub = receipt.load_public_key((KEYS / "trusted.pub").read_bytes(), source="test key")
+    statement = receipt.verify(envelope, [pub])
+    predicate = statement["predicate"]
+    assert isinstance(predicate, dict)
+    return predicate
+
+
+def api_for(standin: GitHubStandIn) -> GitHubChecks:
+    policy = RetryPolicy(attempts=2, backoff=0.01, max_wait=1, timeout=5, write_interval=0)
+    return GitHubChecks(REPO, TOKEN, api_url=standin.api_url, retry=policy)
+
+
+def test_proven_pr_then_rerun_updates_the_same_check_run(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    add_pull(standin, origin, 1)
+    first = run_action(
+        action_image, standin, origin, tmp_path / "a", "pull_request", pr_event(origin, 1)
+    )
+    assert first.code == 0, first.stderr
+    assert first.outputs["verdict"] == "PROVEN"
+    assert first.outputs["receipt"] == ".proofgate/receipt.json"
+    assert len(first.outputs["receipt-sha256"]) == 64
+    assert "PROVEN" in first.summary
+    predicate = predicate_of(first)
+    # base is main's current tip, not the stale base.sha of the event
+    assert predicate["base"]["commit"] == origin.main  # type: ignore[index]
+    assert predicate["head"]["commit"] == origin.pulls[1]  # type: ignore[index]
+    assert (first.workspace / "checkout-of-base.txt").read_text() == "the runner's checkout\n"
+    assert sorted(p.name for p in first.workspace.iterdir()) == [
+        ".proofgate",
+        "checkout-of-base.txt",
+    ]
+
+    (run,) = standin.check_runs()
+    assert (run.head_sha, run.conclusion, run.title) == (origin.pulls[1], "success", "PROVEN")
+    assert run.external_id == pr_external_id(1)
+    assert run.details_url == f"{standin.web_url}/{REPO}/actions/runs/4242"
+
+    # release-job verification finds and verifies the receipt on the check run
+    pub = receipt.load_public_key((KEYS / "trusted.pub").read_bytes(), source="test key")
+    ok, message = verify_from_github(api_for(standin), origin.pulls[1], [pub], Verdict.PROVEN)
+    assert ok, message
+
+    again = run_action(
+        action_image, standin, origin, tmp_path / "b", "pull_request", pr_event(origin, 1)
+    )
+    assert again.code == 0, again.stderr
+    assert len(standin.check_runs()) == 1
+    assert len(standin.calls("checks/create")) == 1
+    assert standin.check_runs()[0].conclusion == "success"
+
+
+def test_failing_pr_fails_the_step(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    add_pull(standin, origin, 2)
+    result = run_action(
+        action_image, standin, origin, tmp_path, "pull_request", pr_event(origin, 2)
+    )
+    assert result.code == 1
+    assert result.outputs["verdict"] == "FAILED"
+    assert "::error title=proofgate check-failed::" in result.stdout
+    (run,) = standin.check_runs()
+    assert run.conclusion == "failure"
+    assert run.title is not None
+    assert run.title.startswith("FAILED: ")
+
+
+def test_fork_pr_on_pull_request_target(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    add_pull(standin, origin, 4, fork=True)
+    result = run_action(
+        action_image,
+        standin,
+        origin,
+        tmp_path,
+        "pull_request_target",
+        pr_event(origin, 4, fork=True),
+    )
+    assert result.code == 0, result.stderr
+    assert result.outputs["verdict"] == "PROVEN"
+    (run,) = standin.check_runs()
+    assert (run.head_sha, run.conclusion) == (origin.pulls[4], "success")
+
+
+def test_merge_group_proves_the_queue_commit(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    event: dict[str, object] = {
+        "action": "checks_requested",
+        "merge_group": {
+            "head_sha": origin.queue_head,
+            "head_ref": origin.queue_ref,
+            "base_sha": origin.main,
+            "base_ref": "refs/heads/main",
+        },
+    }
+    result = run_action(action_image, standin, origin, tmp_path, "merge_group", event)
+    assert result.code == 0, result.stderr
+    predicate = predicate_of(result)
+    assert predicate["head"]["commit"] == origin.queue_head  # type: ignore[index]
+    # the proven tree is exactly the tree of the commit that will land
+    assert predicate["proven_tree"] == predicate["head"]["tree"]  # type: ignore[index]
+    (run,) = standin.check_runs()
+    assert (run.head_sha, run.external_id) == (origin.queue_head, "proofgate;merge-group")
+
+
+def review_event(origin: Origin, number: int, *, user: str, commit_id: str) -> dict[str, object]:
+    event = pr_event(origin, number)
+    event["action"] = "submitted"
+    event["review"] = {"state": "approved", "commit_id": commit_id, "user": {"login": user}}
+    return event
+
+
+def test_held_pr_approved_by_a_maintainers_review_on_the_head(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    add_pull(standin, origin, 3)
+    held = run_action(
+        action_image, standin, origin, tmp_path / "a", "pull_request", pr_event(origin, 3)
+    )
+    assert held.code == 1
+    assert held.outputs["verdict"] == "HELD"
+    assert standin.check_runs()[0].conclusion == "action_required"
+    assert any(a["path"] == "ops/deploy.sh" for a in standin.check_runs()[0].annotations)
+
+    standin.set_permission(REPO, "maint", "write", "maintain")
+    standin.add_review(REPO, 3, user="maint", state="APPROVED", commit_id=origin.pulls[3])
+    approved = run_action(
+        action_image,
+        standin,
+        origin,
+        tmp_path / "b",
+        "pull_request_review",
+        review_event(origin, 3, user="maint", commit_id=origin.pulls[3]),
+    )
+    assert approved.code == 0, approved.stderr
+    assert approved.outputs["verdict"] == "PROVEN"
+    approval = predicate_of(approved)["approval"]
+    assert isinstance(approval, dict)
+    assert (approval["approver"], approval["method"]) == ("maint", "review")
+    (run,) = standin.check_runs()
+    assert run.conclusion == "success"
+
+
+def test_review_on_an_older_sha_is_not_an_approval(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    add_pull(standin, origin, 3)
+    standin.set_permission(REPO, "maint", "admin")
+    standin.add_review(REPO, 3, user="maint", state="APPROVED", commit_id=origin.stale_base)
+    result = run_action(
+        action_image,
+        standin,
+        origin,
+        tmp_path,
+        "pull_request_review",
+        review_event(origin, 3, user="maint", commit_id=origin.stale_base),
+    )
+    assert result.code == 1
+    assert result.outputs["verdict"] == "HELD"
+    (run,) = standin.check_runs()
+    assert run.conclusion == "action_required"
+    assert "not the head" in (run.summary or "")
+
+
+def test_approval_by_a_user_without_write_permission_is_refused(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    add_pull(standin, origin, 3)
+    standin.set_permission(REPO, "visitor", "read")
+    standin.add_review(REPO, 3, user="visitor", state="APPROVED", commit_id=origin.pulls[3])
+    result = run_action(
+        action_image,
+        standin,
+        origin,
+        tmp_path,
+        "pull_request_review",
+        review_event(origin, 3, user="visitor", commit_id=origin.pulls[3]),
+    )
+    assert result.code == 1
+    assert result.outputs["verdict"] == "HELD"
+    (run,) = standin.check_runs()
+    assert run.conclusion == "action_required"
+    assert "visitor has read permission; approving needs write" in (run.summary or "")

@@ -1,0 +1,196 @@
+"""The Action's event handling and approvals against the stand-in (no Docker needed)."""
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gate.action import (
+    ActionInputs,
+    ClickedApproval,
+    ReviewApprover,
+    Target,
+    escape_data,
+    escape_property,
+    main,
+    resolve_target,
+)
+from gate.errors import UsageError
+from gate.github.checks import GitHubChecks, RetryPolicy
+from gate.model import Sha256
+from tests.github_standin.fixtures import REPO, TOKEN, running_standin
+from tests.github_standin.server import GitHubStandIn
+
+HEAD = "a" * 40
+OLD = "b" * 40
+STALE_BASE = "c" * 40
+DIGEST = Sha256("d" * 64)
+FINGERPRINT = Sha256("e" * 64)
+FAST = RetryPolicy(attempts=2, backoff=0.01, max_wait=1, timeout=5, write_interval=0)
+
+
+@pytest.fixture
+def standin() -> Iterator[GitHubStandIn]:
+    yield from running_standin()
+
+
+def api_for(standin: GitHubStandIn) -> GitHubChecks:
+    return GitHubChecks(REPO, TOKEN, api_url=standin.api_url, retry=FAST)
+
+
+def inputs(event_name: str, **env: str) -> ActionInputs:
+    return ActionInputs.from_env({"GITHUB_EVENT_NAME": event_name, **env})
+
+
+def pr_payload(number: int = 5) -> dict[str, object]:
+    return {
+        "pull_request": {
+            "number": number,
+            "head": {"sha": HEAD, "ref": "feature"},
+            "base": {"sha": STALE_BASE, "ref": "main"},
+        }
+    }
+
+
+@pytest.mark.parametrize("event_name", ["pull_request", "pull_request_target"])
+def test_pr_events_prove_the_head_against_the_base_branch_tip(
+    standin: GitHubStandIn, event_name: str
+) -> None:
+    target = resolve_target(inputs(event_name), pr_payload(), api_for(standin))
+    assert target is not None
+    assert (target.head_sha, target.head_ref) == (HEAD, "refs/pull/5/head")
+    # the base branch's current tip, fetched; never the event's stale base.sha
+    assert (target.base_ref, target.base_sha) == ("refs/heads/main", None)
+    assert target.external_id == "proofgate;pr=5"
+
+
+def test_merge_group_uses_the_queue_base_and_head(standin: GitHubStandIn) -> None:
+    event = {
+        "merge_group": {
+            "head_sha": HEAD,
+            "head_ref": "refs/heads/gh-readonly-queue/main/pr-5-x",
+            "base_sha": OLD,
+            "base_ref": "refs/heads/main",
+        }
+    }
+    target = resolve_target(inputs("merge_group"), event, api_for(standin))
+    assert target is not None
+    assert (target.head_sha, target.base_sha, target.base_ref) == (HEAD, OLD, None)
+
+
+def test_workflow_dispatch_takes_a_pr_number_or_a_sha(standin: GitHubStandIn) -> None:
+    standin.add_pull(REPO, 8, head_sha=HEAD, base_sha=STALE_BASE, base_ref="release")
+    by_pr = resolve_target(
+        inputs("workflow_dispatch", PROOFGATE_PULL_REQUEST="8"), {}, api_for(standin)
+    )
+    assert by_pr is not None
+    assert (by_pr.head_sha, by_pr.base_ref, by_pr.pr) == (HEAD, "refs/heads/release", 8)
+    by_sha = resolve_target(
+        inputs("workflow_dispatch", PROOFGATE_PULL_REQUEST=OLD.upper()), {}, api_for(standin)
+    )
+    assert by_sha is not None
+    assert (by_sha.head_sha, by_sha.base_ref, by_sha.pr) == (OLD, "refs/heads/main", None)
+    with pytest.raises(UsageError, match="pull request number or a 40-hex"):
+        resolve_target(inputs("workflow_dispatch", PROOFGATE_PULL_REQUEST="main"), {}, None)  # type: ignore[arg-type]
+
+
+def test_review_that_is_not_an_approval_does_nothing(standin: GitHubStandIn) -> None:
+    event = {**pr_payload(), "review": {"state": "commented", "commit_id": HEAD}}
+    assert resolve_target(inputs("pull_request_review"), event, api_for(standin)) is None
+
+
+def test_requested_action_takes_the_pr_from_external_id_not_pull_requests(
+    standin: GitHubStandIn,
+) -> None:
+    standin.add_pull(REPO, 12, head_sha=HEAD, base_sha=STALE_BASE, head_repo="forker/widgets")
+    event = {
+        "action": "requested_action",
+        "requested_action": {"identifier": "approve"},
+        "check_run": {"external_id": "proofgate;pr=12", "head_sha": HEAD, "pull_requests": []},
+        "sender": {"login": "maint"},
+    }
+    target = resolve_target(inputs("check_run"), event, api_for(standin))
+    assert target is not None
+    assert target.pr == 12
+    assert target.clicked == ClickedApproval(login="maint", head_sha=HEAD)
+
+
+def test_unsupported_event_is_a_usage_error(standin: GitHubStandIn) -> None:
+    with pytest.raises(UsageError, match="unsupported event 'push'"):
+        resolve_target(inputs("push"), {}, api_for(standin))
+
+
+def target(clicked: ClickedApproval | None = None) -> Target:
+    return Target(
+        head_sha=HEAD,
+        head_ref="refs/pull/5/head",
+        base_ref="refs/heads/main",
+        base_sha=None,
+        pr=5,
+        external_id="proofgate;pr=5",
+        clicked=clicked,
+    )
+
+
+def test_approve_button_by_a_maintainer_approves(standin: GitHubStandIn) -> None:
+    standin.add_pull(REPO, 5, head_sha=HEAD, base_sha=STALE_BASE)
+    standin.set_permission(REPO, "maint", "write", "maintain")
+    approver = ReviewApprover(
+        api_for(standin), target(ClickedApproval(login="maint", head_sha=HEAD)), lambda: 0.0
+    )
+    approval = approver(DIGEST, FINGERPRINT)
+    assert approval is not None
+    assert (approval.approver, approval.method) == ("maint", "requested-action")
+    assert (approval.patch_sha256, approval.policy_fingerprint) == (DIGEST, FINGERPRINT)
+    assert approval.approved_at == "1970-01-01T00:00:00Z"
+
+
+def test_approve_button_on_an_older_push_is_refused(standin: GitHubStandIn) -> None:
+    standin.add_pull(REPO, 5, head_sha=HEAD, base_sha=STALE_BASE)
+    standin.set_permission(REPO, "maint", "admin")
+    approver = ReviewApprover(
+        api_for(standin), target(ClickedApproval(login="maint", head_sha=OLD)), lambda: 0.0
+    )
+    assert approver(DIGEST, FINGERPRINT) is None
+    assert approver.refusals == [f"maint pressed Approve on {OLD[:12]}, not the head {HEAD[:12]}"]
+    assert "Approval refused" in approver.note()
+
+
+def test_changes_requested_after_approving_withdraws_the_approval(
+    standin: GitHubStandIn,
+) -> None:
+    standin.add_pull(REPO, 5, head_sha=HEAD, base_sha=STALE_BASE)
+    standin.set_permission(REPO, "maint", "write")
+    standin.add_review(REPO, 5, user="maint", state="APPROVED", commit_id=HEAD)
+    standin.add_review(REPO, 5, user="maint", state="COMMENTED", commit_id=HEAD)
+    approver = ReviewApprover(api_for(standin), target(), lambda: 0.0)
+    assert approver(DIGEST, FINGERPRINT) is not None  # a comment does not withdraw it
+    standin.add_review(REPO, 5, user="maint", state="CHANGES_REQUESTED", commit_id=HEAD)
+    assert ReviewApprover(api_for(standin), target(), lambda: 0.0)(DIGEST, FINGERPRINT) is None
+
+
+def test_workflow_command_escaping() -> None:
+    assert escape_data("50%\r\nnext") == "50%25%0D%0Anext"
+    assert escape_property("a:b,c%") == "a%3Ab%2Cc%25"
+
+
+def test_missing_checks_permission_fails_the_step_with_the_fix(
+    standin: GitHubStandIn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    standin.repos[REPO].checks_write = False
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps(pr_payload()))
+    env = {
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_API_URL": standin.api_url,
+        "GITHUB_WORKSPACE": str(tmp_path),
+        "PROOFGATE_GITHUB_TOKEN": TOKEN,
+    }
+    assert main(env) == 2
+    out = capsys.readouterr()
+    assert out.out.startswith("::error title=proofgate::cannot create a check run (HTTP 403")
+    assert "permissions: { checks: write, contents: read, pull-requests: read }" in out.err
+    assert standin.check_runs() == []
