@@ -1,0 +1,77 @@
+"""The command line's surface: --help for every subcommand, usage errors, README sync."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gate.cli import build_parser, main
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+SUBCOMMANDS = ["prove", "policy", "verify", "show", "keygen", "approve", "demo"]
+
+
+def test_top_level_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name in SUBCOMMANDS:
+        assert name in out
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS)
+def test_subcommand_help_works(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([command, "--help"]) == 0
+    assert f"proofgate {command}" in capsys.readouterr().out
+
+
+def test_unknown_subcommand_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["frobnicate"]) == 2
+    err = capsys.readouterr().err
+    assert "proofgate: error:" in err
+    assert "frobnicate" in err
+
+
+def test_missing_required_flag_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["prove", "--base", "main"]) == 2
+    assert "--head" in capsys.readouterr().err
+
+
+def test_verify_without_receipt_or_github_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["keygen", "--out", str(tmp_path)]) == 0
+    assert main(["verify", "--key", str(tmp_path / "proofgate.pub")]) == 2
+    assert "RECEIPT" in capsys.readouterr().err
+
+
+def test_keygen_writes_private_key_0600_and_refuses_overwrite(tmp_path: Path) -> None:
+    assert main(["keygen", "--out", str(tmp_path)]) == 0
+    key = tmp_path / "proofgate.key"
+    assert key.stat().st_mode & 0o777 == 0o600
+    before = key.read_bytes()
+    assert main(["keygen", "--out", str(tmp_path)]) == 2
+    assert key.read_bytes() == before
+
+
+def _readme_cli_block() -> str:
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Command line") :]
+    return section[: section.index("\n## ", 1)]
+
+
+def test_readme_documents_every_flag_of_every_subcommand() -> None:
+    """--help and the README agree: each option a subcommand accepts is documented."""
+    block = _readme_cli_block()
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    missing = []
+    for name, sub in subparsers.choices.items():  # type: ignore[attr-defined]
+        assert f"proofgate {name}" in block, f"README lacks `proofgate {name}`"
+        for action in sub._actions:
+            for flag in action.option_strings:
+                if flag.startswith("--") and flag not in ("--help", "--verbose"):
+                    if not re.search(re.escape(flag) + r"\b", block):
+                        missing.append(f"{name} {flag}")
+    assert not missing, f"README's Command line section does not mention: {missing}"
