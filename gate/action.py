@@ -162,6 +162,7 @@ class Target:
     pr: int | None
     external_id: str
     clicked: ClickedApproval | None = None
+    author: str | None = None  # the pull request's author, who cannot approve it
 
 
 def _obj(value: object, what: str) -> Mapping[str, object]:
@@ -200,6 +201,7 @@ def _pr_target(pull: PullInfo, clicked: ClickedApproval | None = None) -> Target
         pr=pull.number,
         external_id=pr_external_id(pull.number),
         clicked=clicked,
+        author=pull.author or None,
     )
 
 
@@ -330,6 +332,11 @@ class ReviewApprover:
                     (target.clicked.login, "requested-action", _rfc3339(self.clock()))
                 )
         for login, method, when in candidates:
+            if target.author is not None and login.lower() == target.author.lower():
+                # A HOLD asks for a second person; GitHub refuses self-reviews, and the
+                # Approve button must not be a way around that.
+                self.refusals.append(f"{login} wrote this pull request and cannot approve it")
+                continue
             permission = self.api.collaborator_permission(login)
             if permission not in WRITE_PERMISSIONS:
                 self.refusals.append(f"{login} has {permission} permission; approving needs write")

@@ -1,5 +1,6 @@
 """The Action's event handling and approvals against the stand-in (no Docker needed)."""
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -144,6 +145,18 @@ def test_approve_button_by_a_maintainer_approves(standin: GitHubStandIn) -> None
     assert (approval.approver, approval.method) == ("maint", "requested-action")
     assert (approval.patch_sha256, approval.policy_fingerprint) == (DIGEST, FINGERPRINT)
     assert approval.approved_at == "1970-01-01T00:00:00Z"
+
+
+def test_author_approving_own_held_pr_is_refused(standin: GitHubStandIn) -> None:
+    """A HOLD wants a second person: the author's own click does not approve it."""
+    standin.add_pull(REPO, 5, head_sha=HEAD, base_sha=STALE_BASE)
+    standin.set_permission(REPO, "author", "admin")
+    held = dataclasses.replace(
+        target(ClickedApproval(login="author", head_sha=HEAD)), author="Author"
+    )
+    approver = ReviewApprover(api_for(standin), held, lambda: 0.0)
+    assert approver(DIGEST, FINGERPRINT) is None
+    assert approver.refusals == ["author wrote this pull request and cannot approve it"]
 
 
 def test_approve_button_on_an_older_push_is_refused(standin: GitHubStandIn) -> None:
