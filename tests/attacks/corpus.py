@@ -1374,7 +1374,9 @@ CASES: tuple[Case, ...] = (
         "disk-flood",
         "a test that writes to /workspace forever (200 MB at a time)",
         F({FAILED}),
-        with_inspect(_flood(DISK_FLOOD, timeout=5), wants_reason("check-timed-out")),
+        with_inspect(
+            _flood(DISK_FLOOD, timeout=5), wants_reason("check-timed-out", "check-oom-killed")
+        ),
     ),
     _attack(
         "log-flood",

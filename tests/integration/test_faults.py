@@ -426,7 +426,7 @@ def test_disk_full_under_the_daemon_is_not_proven(
     small_disk_daemon: PrivateDaemon, tmp_path: Path
 ) -> None:
     d = small_disk_daemon
-    path = _repo(tmp_path, "dd if=/dev/zero of=/workspace/fill bs=1M count=256")
+    path = _repo(tmp_path, "dd if=/dev/zero of=/tmp/fill bs=1M count=256")
     before = snapshot(path)
     proof = Proof(path, tmp_path / "out", d, tmp_path / "tmpdir")
     code, err = proof.wait()

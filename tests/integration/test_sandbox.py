@@ -333,7 +333,16 @@ def test_no_docker_socket_inside(sandbox: DockerSandbox, image: ImageRef) -> Non
 
 def test_no_host_mounts_inside(sandbox: DockerSandbox, image: ImageRef) -> None:
     result, _ = run(
-        sandbox, image, spec(test=["! grep -E ' (/workspace|/var/run|/home|/root) ' /proc/mounts"])
+        sandbox,
+        image,
+        spec(
+            test=[
+                "! grep -E ' (/var/run|/home|/root) ' /proc/mounts",
+                # the workspace is the container's own tmpfs, nothing of the host
+                "test \"$(grep -c ' /workspace ' /proc/mounts)\" = 1",
+                "grep -q '^tmpfs /workspace tmpfs ' /proc/mounts",
+            ]
+        ),
     )
     assert result.phases[-1].ok, last(result)[1]
 
@@ -412,10 +421,138 @@ def test_non_root_user_can_write_the_workspace(sandbox: DockerSandbox, image: Im
                 'test "$(id -u)" = 1000',
                 "echo new > src/data.txt && mkdir -p reports/x && touch top && bin/hello",
                 "test -x bin/hello && test ! -x src/data.txt",
+                # root-owned top-level entries can go too (no sticky bit on /workspace)
+                "rm broken.flag && mv src source && rm -r source",
             ],
         ),
     )
     assert result.phases[-1].ok, last(result)[1]
+
+
+# --- the workspace in memory -----------------------------------------------------------
+
+MIB = 1024**2
+
+
+def _copied(journal: Journal) -> dict[str, object]:
+    event = next(e for e in journal.events() if e["kind"] == "tree-copied")
+    return event["data"]  # type: ignore[return-value]
+
+
+def test_workspace_is_a_tmpfs_of_the_memory_limit(sandbox: DockerSandbox, image: ImageRef) -> None:
+    result, journal = run(
+        sandbox,
+        image,
+        spec(
+            memory=64 * MIB,
+            test=[
+                "grep '^tmpfs /workspace tmpfs ' /proc/mounts",
+                "df -B1 --output=size /workspace | tail -1",
+                'test "$(cat src/data.txt)" = "exact bytes"',
+            ],
+        ),
+    )
+    mounts, size, content = result.phases[-1].commands
+    assert result.phases[-1].ok, [c.log_tail for c in result.phases[-1].commands]
+    assert "size=65536k" in mounts.log_tail
+    assert "nosuid" in mounts.log_tail
+    assert "nodev" in mounts.log_tail
+    assert "noexec" not in mounts.log_tail
+    assert int(size.log_tail) == 64 * MIB
+    assert _copied(journal)["method"] == "tmpfs-tar"
+
+
+def test_disk_flood_in_the_workspace_is_bounded_by_the_memory_limit(
+    sandbox: DockerSandbox, image: ImageRef
+) -> None:
+    flood = "dd if=/dev/zero of=flood bs=1M count=128"
+    result, _ = run(sandbox, image, spec(memory=64 * MIB, timeout=20, test=[flood]))
+    command = result.phases[-1].commands[-1]
+    assert not command.ok
+    assert not command.timed_out
+    assert command.exit_code not in (0, None)  # OOM-killed (137) or out of space (1)
+
+
+def test_tree_larger_than_the_memory_limit_is_not_started(
+    sandbox: DockerSandbox, image: ImageRef
+) -> None:
+    big = make_tree({f"blob{i}": os.urandom(8 * MIB) for i in range(12)})  # 96 MiB
+    result, journal = run(sandbox, image, spec(memory=64 * MIB, test=["true"]), big)
+    assert not result.started
+    assert result.error is not None
+    assert result.error.startswith("cannot copy the tree into the clean room: ")
+    assert "memory limit" in result.error
+    assert "tree-copy-failed" in [e["kind"] for e in journal.events()]
+
+
+@pytest.fixture(scope="module")
+def image_without_tar(
+    docker_client: docker.DockerClient, sandbox: DockerSandbox, cleanroom_image: str
+) -> Iterator[ImageRef]:
+    """The clean-room image with tar removed, committed locally (nothing pulled)."""
+    container = docker_client.containers.create(
+        cleanroom_image, entrypoint=["rm", "-f", "/usr/bin/tar", "/bin/tar"], command=[]
+    )
+    try:
+        container.start()
+        assert container.wait(timeout=60)["StatusCode"] == 0
+        committed = container.commit(
+            repository="proofgate/cleanroom-without-tar", tag="test", changes=["ENTRYPOINT []"]
+        )
+    finally:
+        container.remove(force=True)
+    try:
+        yield sandbox.resolve_image("proofgate/cleanroom-without-tar:test")
+    finally:
+        docker_client.images.remove(committed.id, force=True)
+
+
+def test_image_without_tar_falls_back_to_put_archive(
+    docker_client: docker.DockerClient, image_without_tar: ImageRef
+) -> None:
+    fresh = DockerSandbox(docker_client, log_tail_bytes=1024)
+    checks = [
+        "! command -v tar",
+        "! grep -q ' /workspace ' /proc/mounts",  # in the writable layer, as before
+        'test "$(bin/hello)" = hello && test "$(readlink link)" = src/data.txt',
+        "test ! -x src/data.txt",
+    ]
+    first, journal = run(fresh, image_without_tar, spec(test=checks))
+    assert first.phases[-1].ok, last(first)[1]
+    kinds = [e["kind"] for e in journal.events()]
+    assert kinds[:5] == [
+        "container-created",
+        "tree-copy-fallback",
+        "container-removed",
+        "container-created",
+        "tree-copied",
+    ]
+    assert _copied(journal)["method"] == "put-archive"
+    # the sandbox remembers: the next check on that image goes straight to put_archive
+    second, journal = run(
+        fresh,
+        image_without_tar,
+        spec(
+            user="1000:1000",
+            junit="reports/junit.xml",
+            test=[
+                "rm broken.flag && echo new > src/data.txt && mkdir reports",
+                "python3 -m pytest -q -p no:cacheprovider --junit-xml=reports/junit.xml",
+            ],
+        ),
+        make_tree(
+            {
+                "broken.flag": b"",
+                "src/data.txt": b"x\n",
+                "test_demo.py": b"def test_one():\n    pass\n",
+            }
+        ),
+    )
+    assert second.phases[-1].ok, last(second)[1]
+    assert second.junit_report is not None
+    assert b'tests="1"' in second.junit_report
+    assert [e["kind"] for e in journal.events()][:2] == ["container-created", "tree-copied"]
+    assert _copied(journal)["method"] == "put-archive"
 
 
 # --- reports --------------------------------------------------------------------------
