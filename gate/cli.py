@@ -212,22 +212,49 @@ def _read(path: Path, what: str) -> bytes:
         raise UsageError(f"cannot read {what} {path}: {e.strerror}") from e
 
 
+def _short(value: object, n: int = 12) -> str:
+    return str(value)[:n] if value else "-"
+
+
+def _describe_event(kind: object, d: dict[str, object]) -> str | None:
+    """One human line for the progress events worth showing; None for the rest."""
+    match kind:
+        case "evidence-captured":
+            tree = _short(d.get("proven_tree")) if d.get("proven_tree") else "none"
+            return (
+                f"evidence: base {_short(d.get('base'))}, head {_short(d.get('head'))}, "
+                f"merge-base {_short(d.get('merge_base'))}; patch {d.get('files')} file(s), "
+                f"sha256 {_short(d.get('patch_sha256'))}; proven tree {tree}"
+            )
+        case "config-loaded":
+            source = d.get("source")
+            if not isinstance(source, dict):
+                return "config: none in the base commit"
+            blob = _short(source.get("blob"), 19)
+            return f"config: {source.get('source')} {source.get('path')} ({blob})"
+        case "policy-decided":
+            return f"policy: {d.get('decision')} ({d.get('findings')} finding(s))"
+        case "image-resolved":
+            return f"image: {d.get('name')} -> {_short(d.get('digest'), 19)}"
+        case "command-finished":
+            argv = d.get("argv")
+            shown = " ".join(map(str, argv)) if isinstance(argv, list) else str(argv)
+            status = "timed out" if d.get("timed_out") else f"exit {d.get('exit_code')}"
+            where = f"{d.get('check')} / {d.get('phase')}"
+            return f"  {where}: `{shown[:80]}` {status} in {d.get('duration_s')} s"
+        case "sandbox-unavailable" | "sandbox-lost" | "image-unresolved" | "unsafe-tree":
+            return f"{kind}: {d.get('error')}"
+        case _:
+            return None
+
+
 def _print_event(event: JsonDict) -> None:
     data = event.get("data")
-    details = ""
-    if isinstance(data, dict) and data:
-        parts = [f"{k}={v}" for k, v in data.items() if not isinstance(v, (dict, list))]
-        details = " " + " ".join(parts)[:200]
-    log.debug("[%s] %s%s", event.get("seq"), event.get("kind"), details)
-    kind = event.get("kind")
-    if kind in (
-        "evidence-captured",
-        "policy-decided",
-        "image-resolved",
-        "check-finished",
-        "verdict",
-    ):
-        log.info("%s%s", kind, details)
+    d = data if isinstance(data, dict) else {}
+    log.debug("journal %s %s %s", event.get("seq"), event.get("kind"), json.dumps(d)[:300])
+    line = _describe_event(event.get("kind"), d)
+    if line is not None:
+        log.info("%s", line)
 
 
 def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
