@@ -127,14 +127,27 @@ def _forged_reports(config: Config, ev: Evidence, evidence: EvidenceSource) -> t
     return tuple(sorted(set(forged)))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _CleanRoom:
+    """What the clean room produced; at most one of the error fields is set."""
+
+    image: ImageRef | None = None
+    results: tuple[CheckResult, ...] = ()
+    sandbox_error: str | None = None
+    image_error: str | None = None
+    unsafe_tree: str | None = None
+    interrupted: bool = False
+
+
 def _run_checks(
     config: Config,
     ev: Evidence,
     evidence: EvidenceSource,
     sandbox_factory: Callable[[], Sandbox],
     journal: Journal,
-) -> tuple[ImageRef | None, tuple[CheckResult, ...], str | None, str | None, str | None, bool]:
-    """(image, results, sandbox_error, image_error, unsafe_tree, interrupted)."""
+) -> _CleanRoom:
+    """Resolve the image, then one fresh container per check; never raises for the
+    clean room's own failures (they become fields of the result)."""
     assert ev.proven_tree is not None  # noqa: S101 - caller checked
     tree = ev.proven_tree
     results: list[CheckResult] = []
@@ -143,10 +156,10 @@ def _run_checks(
         image = sandbox.resolve_image(config.image)
     except ImageError as e:
         journal.append("image-unresolved", image=config.image, error=str(e))
-        return None, (), None, str(e), None, False
+        return _CleanRoom(image_error=str(e))
     except SandboxError as e:
         journal.append("sandbox-unavailable", error=str(e))
-        return None, (), str(e), None, None, False
+        return _CleanRoom(sandbox_error=str(e))
     journal.append("image-resolved", name=image.name, id=image.id, digest=image.digest)
     try:
         for spec in config.checks:
@@ -161,15 +174,15 @@ def _run_checks(
             )
     except UnsafeTreeError as e:
         journal.append("unsafe-tree", error=str(e))
-        return image, tuple(results), None, None, str(e), False
+        return _CleanRoom(image=image, results=tuple(results), unsafe_tree=str(e))
     except SandboxError as e:
         journal.append("sandbox-lost", error=str(e))
-        return image, tuple(results), str(e), None, None, False
+        return _CleanRoom(image=image, results=tuple(results), sandbox_error=str(e))
     except KeyboardInterrupt:
         # The sandbox removed its container in a `finally`; record and judge what we have.
         journal.append("interrupted")
-        return image, tuple(results), None, None, None, True
-    return image, tuple(results), None, None, None, False
+        return _CleanRoom(image=image, results=tuple(results), interrupted=True)
+    return _CleanRoom(image=image, results=tuple(results))
 
 
 def build_predicate(
@@ -280,10 +293,7 @@ def prove(
             error=approval_error,
         )
 
-    image: ImageRef | None = None
-    results: tuple[CheckResult, ...] = ()
-    sandbox_error = image_error = unsafe = None
-    interrupted = False
+    room = _CleanRoom()
     forged: tuple[str, ...] = ()
     if (
         request.run_checks
@@ -292,9 +302,7 @@ def prove(
         and result.decision is not Decision.DENY  # SPEC §3: DENY runs no untrusted code
     ):
         forged = _forged_reports(config, ev, evidence)
-        image, results, sandbox_error, image_error, unsafe, interrupted = _run_checks(
-            config, ev, evidence, sandbox, journal
-        )
+        room = _run_checks(config, ev, evidence, sandbox, journal)
 
     run = RunEvidence(
         evidence=ev,
@@ -304,12 +312,12 @@ def prove(
         policy=result,
         approval=approval,
         approval_error=approval_error,
-        sandbox_error=sandbox_error,
-        image=image,
-        image_error=image_error,
-        results=results,
-        unsafe_tree=unsafe,
-        interrupted=interrupted,
+        sandbox_error=room.sandbox_error,
+        image=room.image,
+        image_error=room.image_error,
+        results=room.results,
+        unsafe_tree=room.unsafe_tree,
+        interrupted=room.interrupted,
         forged_reports=forged,
     )
     outcome = decide(run) if request.run_checks else preflight(run)
