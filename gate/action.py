@@ -657,18 +657,24 @@ def find_valid_receipt(
     api: ChecksAPI, commit: str, keys: Sequence[Ed25519PublicKey], require: Verdict | None
 ) -> tuple[bytes | None, str]:
     """The first receipt on `commit`'s check runs that verifies (signature by one of `keys`,
-    subjects naming exactly `commit`, verdict meeting `require`), and a one-line message.
-    The check run's conclusion is never consulted: anyone with write access can set it."""
+    subjects naming exactly `commit` and, as proven tree, exactly that commit's own tree,
+    verdict meeting `require`), and a one-line message.
+
+    The tree matters: a pull request proven against a base that has since moved has a
+    proven tree other than its head's, so its receipt says nothing about the head commit
+    as released. The check run's conclusion is never consulted: anyone with write access
+    can set it."""
     from gate import receipt
 
     commit = commit.lower()
     envelopes = api.receipts_for_commit(commit)
     if not envelopes:
         return None, f"no proofgate receipt on the check runs of {commit} in {api.repository}"
+    tree = api.commit_tree(commit).lower()
     problems: list[str] = []
     for envelope in envelopes:
         try:
-            statement = receipt.verify(envelope, keys, commit=commit, require=require)
+            statement = receipt.verify(envelope, keys, commit=commit, tree=tree, require=require)
         except receipt.ReceiptError as e:
             if str(e) not in problems:
                 problems.append(str(e))

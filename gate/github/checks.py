@@ -506,6 +506,14 @@ class GitHubChecks:
             "read the repository", lambda: self._gh.get_repo(self.repository)
         ).default_branch
 
+    def commit_tree(self, sha: str) -> str:
+        """The tree id of commit `sha` (repos/get-commit)."""
+
+        def fetch() -> str:
+            return str(self._repo.get_commit(sha).commit.tree.sha)
+
+        return self._call(f"read commit {sha[:12]}", fetch)
+
     def receipts_for_commit(self, sha: str) -> list[bytes]:
         envelopes: list[bytes] = []
         for run in sorted(self._list_runs(sha, name=None), key=lambda r: -r.id):

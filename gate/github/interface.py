@@ -163,6 +163,10 @@ class ChecksAPI(Protocol):
 
     def default_branch(self) -> str: ...
 
+    def commit_tree(self, sha: str) -> str:
+        """The tree id of commit `sha`. Raises: GitHubError when it cannot be read."""
+        ...
+
     def receipts_for_commit(self, sha: str) -> list[bytes]:
         """The DSSE envelopes attached to check runs on `sha`, newest first (unverified)."""
         ...

@@ -213,6 +213,7 @@ class GitHubStandIn:
         self.permissions: dict[tuple[str, str], tuple[str, str]] = {}
         self.runs: dict[int, CheckRun] = {}
         self.statuses: dict[tuple[str, str], list[Status]] = {}
+        self.commit_trees: dict[tuple[str, str], str] = {}
         self.requests: list[Recorded] = []
         self.violations: list[str] = []
         self.faults: list[Fault] = []
@@ -307,6 +308,11 @@ class GitHubStandIn:
             )
             self.pulls[(full_name, number)] = pull
             return pull
+
+    def set_commit_tree(self, full_name: str, sha: str, tree: str) -> None:
+        """What repos/get-commit answers as `commit.tree.sha` for `sha`."""
+        with self._lock:
+            self.commit_trees[(full_name, sha)] = tree
 
     def set_permission(
         self, full_name: str, login: str, permission: str, role_name: str | None = None
@@ -794,6 +800,10 @@ def _h_commit(s: GitHubStandIn, p: dict[str, str], b: JsonObj | None, q: dict[st
     assert isinstance(data, dict)
     data["sha"] = ref
     data["url"] = f"{s._repo_url(p['owner'] + '/' + p['repo'])}/commits/{ref}"
+    tree = s.commit_trees.get((f"{p['owner']}/{p['repo']}", ref))
+    commit = data.get("commit")
+    if tree is not None and isinstance(commit, dict) and isinstance(commit.get("tree"), dict):
+        commit["tree"]["sha"] = tree
     files = data.get("files")
     for f in files if isinstance(files, list) else []:
         if isinstance(f, dict):

@@ -133,8 +133,13 @@ def action_image() -> str:
 
 
 @pytest.fixture
-def standin() -> Iterator[GitHubStandIn]:
-    yield from running_standin()
+def standin(origin: Origin) -> Iterator[GitHubStandIn]:
+    for server in running_standin():
+        # repos/get-commit answers with each commit's real tree (release verification)
+        for sha in [origin.main, origin.queue_head, *origin.pulls.values()]:
+            tree = git(origin.path, "rev-parse", f"{sha}^{{tree}}")
+            server.set_commit_tree(REPO, sha, tree)
+        yield server
 
 
 @dataclass
@@ -283,10 +288,13 @@ def test_proven_pr_then_rerun_updates_the_same_check_run(
     assert run.external_id == pr_external_id(1)
     assert run.details_url == f"{standin.web_url}/{REPO}/actions/runs/4242"
 
-    # release-job verification finds and verifies the receipt on the check run
+    # release-job verification finds and verifies the receipt on the check run, but main
+    # moved on: the proven tree (main + patch) is not the head commit's own tree, so this
+    # receipt does not vouch for the head commit as a release
     pub = receipt.load_public_key((KEYS / "trusted.pub").read_bytes(), source="test key")
     ok, message = verify_from_github(api_for(standin), origin.pulls[1], [pub], Verdict.PROVEN)
-    assert ok, message
+    assert not ok
+    assert "tree" in message
 
     again = run_action(
         action_image, standin, origin, tmp_path / "b", "pull_request", pr_event(origin, 1)
@@ -351,6 +359,10 @@ def test_merge_group_proves_the_queue_commit(
     assert predicate["proven_tree"] == predicate["head"]["tree"]  # type: ignore[index]
     (run,) = standin.check_runs()
     assert (run.head_sha, run.external_id) == (origin.queue_head, "proofgate;merge-group")
+    # the queue commit is what lands: its receipt verifies for a release of that commit
+    pub = receipt.load_public_key((KEYS / "trusted.pub").read_bytes(), source="test key")
+    ok, message = verify_from_github(api_for(standin), origin.queue_head, [pub], Verdict.PROVEN)
+    assert ok, message
 
 
 def review_event(origin: Origin, number: int, *, user: str, commit_id: str) -> dict[str, object]:

@@ -21,7 +21,7 @@ from gate.github.checks import (
     embed_envelope,
 )
 from gate.model import Verdict
-from tests.assets.sample import HEAD_COMMIT, OTHER_COMMIT
+from tests.assets.sample import HEAD_COMMIT, HEAD_TREE, OTHER_COMMIT
 from tests.github_standin.fixtures import REPO, TOKEN, running_standin
 from tests.github_standin.server import GitHubStandIn
 
@@ -31,7 +31,11 @@ FAST = RetryPolicy(attempts=2, backoff=0.01, max_wait=1, timeout=5, write_interv
 
 @pytest.fixture
 def standin() -> Iterator[GitHubStandIn]:
-    yield from running_standin()
+    for server in running_standin():
+        # The commits' own trees, as repos/get-commit reports them.
+        server.set_commit_tree(REPO, HEAD_COMMIT, HEAD_TREE)
+        server.set_commit_tree(REPO, OTHER_COMMIT, "6" * 40)
+        yield server
 
 
 def api_for(standin: GitHubStandIn) -> GitHubChecks:
@@ -82,6 +86,18 @@ def test_receipt_replayed_on_other_commit_fails_verify(standin: GitHubStandIn) -
     ok, message = verify_from_github(api_for(standin), OTHER_COMMIT, trusted(), Verdict.PROVEN)
     assert not ok
     assert "none valid" in message
+
+
+def test_receipt_proven_against_a_moved_base_does_not_vouch_for_the_head(
+    standin: GitHubStandIn,
+) -> None:
+    """The receipt names the head commit, but its proven tree (base tip + patch) is not that
+    commit's own tree: it says nothing about the head as released."""
+    standin.set_commit_tree(REPO, HEAD_COMMIT, "7" * 40)
+    attach(standin, HEAD_COMMIT, proven(), Verdict.PROVEN)
+    ok, message = verify_from_github(api_for(standin), HEAD_COMMIT, trusted(), Verdict.PROVEN)
+    assert not ok
+    assert "tree" in message
 
 
 def test_tampered_receipt_fails(standin: GitHubStandIn) -> None:
