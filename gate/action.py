@@ -163,6 +163,7 @@ class Target:
     external_id: str
     clicked: ClickedApproval | None = None
     author: str | None = None  # the pull request's author, who cannot approve it
+    base_branch: str | None = None  # the branch the change would land on (None: unknown)
 
 
 def _obj(value: object, what: str) -> Mapping[str, object]:
@@ -181,6 +182,19 @@ def _int(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise UsageError(f"the event payload has no {what}")
     return value
+
+
+def check_name(base_branch: str | None, default_branch: str) -> str:
+    """The check run's name: `proofgate` for changes that land on the default branch, and
+    `proofgate (base: X)` otherwise.
+
+    Branch protection matches required checks by name on the head SHA. Were every run
+    named alike, a PROVEN for the same head against a laxer branch (another pull request,
+    or this one before it was retargeted) could satisfy the required `proofgate` check of
+    a pull request into the default branch."""
+    if base_branch is None or base_branch == default_branch:
+        return CHECK_NAME
+    return f"{CHECK_NAME} (base: {base_branch})"
 
 
 def pr_external_id(number: int) -> str:
@@ -202,6 +216,7 @@ def _pr_target(pull: PullInfo, clicked: ClickedApproval | None = None) -> Target
         external_id=pr_external_id(pull.number),
         clicked=clicked,
         author=pull.author or None,
+        base_branch=pull.base_ref,
     )
 
 
@@ -228,6 +243,7 @@ def resolve_target(
             base_sha=None,
             pr=number,
             external_id=pr_external_id(number),
+            base_branch=_str(base.get("ref"), "pull_request.base.ref"),
         )
     if name == "merge_group":
         group = _obj(event.get("merge_group"), "merge_group")
@@ -238,6 +254,7 @@ def resolve_target(
             base_sha=_str(group.get("base_sha"), "merge_group.base_sha"),
             pr=None,
             external_id="proofgate;merge-group",
+            base_branch=str(group.get("base_ref") or "").removeprefix("refs/heads/") or None,
         )
     if name == "workflow_dispatch":
         wanted = inputs.pull_request
@@ -252,6 +269,7 @@ def resolve_target(
                 base_sha=None,
                 pr=None,
                 external_id="proofgate;commit",
+                base_branch=default,
             )
         raise UsageError(
             "workflow_dispatch needs the `pull-request` input: a pull request number or a "
@@ -550,8 +568,9 @@ def run_prove(
     if target is None:
         print(f"proofgate: nothing to do for this {inputs.event_name} event", file=sys.stderr)
         return 0
+    name = check_name(target.base_branch, api.default_branch())
     run_id = api.start_check(
-        target.head_sha, name=CHECK_NAME, external_id=target.external_id, details_url=inputs.run_url
+        target.head_sha, name=name, external_id=target.external_id, details_url=inputs.run_url
     )
     approver = ReviewApprover(api, target, clock)
     try:
@@ -681,6 +700,12 @@ def find_valid_receipt(
             continue
         predicate = statement.get("predicate")
         verdict = predicate.get("verdict") if isinstance(predicate, dict) else None
+        repository = predicate.get("repository") if isinstance(predicate, dict) else None
+        if repository != api.repository:
+            problem = f"receipt is for repository {repository!r}, not {api.repository!r}"
+            if problem not in problems:
+                problems.append(problem)
+            continue
         return envelope, f"valid {verdict} receipt for {commit} in {api.repository}"
     return None, (
         f"{len(envelopes)} receipt(s) on {commit} in {api.repository}, none valid: "

@@ -12,6 +12,7 @@ from gate.action import (
     ClickedApproval,
     ReviewApprover,
     Target,
+    check_name,
     escape_data,
     escape_property,
     main,
@@ -207,3 +208,21 @@ def test_missing_checks_permission_fails_the_step_with_the_fix(
     assert out.out.startswith("::error title=proofgate::cannot create a check run (HTTP 403")
     assert "permissions: { checks: write, contents: read, pull-requests: read }" in out.err
     assert standin.check_runs() == []
+
+
+def test_proven_against_a_laxer_branch_cannot_satisfy_the_required_check() -> None:
+    """Branch protection matches required checks by name on the head SHA: a run for the
+    same head against another base must not carry the default branch's check name."""
+    assert check_name("main", "main") == "proofgate"
+    assert check_name(None, "main") == "proofgate"
+    assert check_name("lax", "main") == "proofgate (base: lax)"
+    assert check_name("release/1.x", "main") == "proofgate (base: release/1.x)"
+
+
+def test_pr_event_records_its_base_branch(standin: GitHubStandIn) -> None:
+    payload = pr_payload()
+    payload["pull_request"]["base"]["ref"] = "lax"  # type: ignore[index]
+    target = resolve_target(inputs("pull_request_target"), payload, api_for(standin))
+    assert target is not None
+    assert target.base_branch == "lax"
+    assert check_name(target.base_branch, api_for(standin).default_branch()) != "proofgate"

@@ -29,25 +29,37 @@ ASSETS = Path(__file__).resolve().parents[1] / "assets"
 FAST = RetryPolicy(attempts=2, backoff=0.01, max_wait=1, timeout=5, write_interval=0)
 
 
+# The repository the asset receipts were made for (their predicate's `repository`).
+VERIFY_REPO = "example/calc"
+
+
 @pytest.fixture
 def standin() -> Iterator[GitHubStandIn]:
     for server in running_standin():
+        server.add_repo(VERIFY_REPO)
         # The commits' own trees, as repos/get-commit reports them.
-        server.set_commit_tree(REPO, HEAD_COMMIT, HEAD_TREE)
-        server.set_commit_tree(REPO, OTHER_COMMIT, "6" * 40)
+        for repo in (REPO, VERIFY_REPO):
+            server.set_commit_tree(repo, HEAD_COMMIT, HEAD_TREE)
+            server.set_commit_tree(repo, OTHER_COMMIT, "6" * 40)
         yield server
 
 
-def api_for(standin: GitHubStandIn) -> GitHubChecks:
-    return GitHubChecks(REPO, TOKEN, api_url=standin.api_url, retry=FAST)
+def api_for(standin: GitHubStandIn, repository: str = VERIFY_REPO) -> GitHubChecks:
+    return GitHubChecks(repository, TOKEN, api_url=standin.api_url, retry=FAST)
 
 
 def trusted() -> list[Ed25519PublicKey]:
     return [receipt.load_public_key((ASSETS / "keys/trusted.pub").read_bytes(), source="t")]
 
 
-def attach(standin: GitHubStandIn, sha: str, envelope: bytes, verdict: Verdict) -> None:
-    api = api_for(standin)
+def attach(
+    standin: GitHubStandIn,
+    sha: str,
+    envelope: bytes,
+    verdict: Verdict,
+    repository: str = VERIFY_REPO,
+) -> None:
+    api = api_for(standin, repository)
     run_id = api.start_check(sha, name=CHECK_NAME, external_id=f"x{len(standin.runs)}")
     text = embed_envelope(envelope, limit=OUTPUT_LIMIT_BYTES, elsewhere="")
     api.complete_check(run_id, verdict=verdict, title=verdict.value, summary="s", text=text)
@@ -93,11 +105,19 @@ def test_receipt_proven_against_a_moved_base_does_not_vouch_for_the_head(
 ) -> None:
     """The receipt names the head commit, but its proven tree (base tip + patch) is not that
     commit's own tree: it says nothing about the head as released."""
-    standin.set_commit_tree(REPO, HEAD_COMMIT, "7" * 40)
+    standin.set_commit_tree(VERIFY_REPO, HEAD_COMMIT, "7" * 40)
     attach(standin, HEAD_COMMIT, proven(), Verdict.PROVEN)
     ok, message = verify_from_github(api_for(standin), HEAD_COMMIT, trusted(), Verdict.PROVEN)
     assert not ok
     assert "tree" in message
+
+
+def test_receipt_replayed_on_another_repository_fails_verify(standin: GitHubStandIn) -> None:
+    """Same key, same commit and tree, but the receipt was made for another repository."""
+    attach(standin, HEAD_COMMIT, proven(), Verdict.PROVEN, repository=REPO)
+    ok, message = verify_from_github(api_for(standin, REPO), HEAD_COMMIT, trusted(), Verdict.PROVEN)
+    assert not ok
+    assert "repository" in message
 
 
 def test_tampered_receipt_fails(standin: GitHubStandIn) -> None:
@@ -130,7 +150,7 @@ def test_action_verify_mode(standin: GitHubStandIn, tmp_path: Path) -> None:
         "PROOFGATE_MODE": "verify",
         "PROOFGATE_GITHUB_TOKEN": TOKEN,
         "PROOFGATE_VERIFY_KEYS": (ASSETS / "keys/trusted.pub").read_text(),
-        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_REPOSITORY": VERIFY_REPO,
         "GITHUB_API_URL": standin.api_url,
         "GITHUB_SHA": HEAD_COMMIT,
         "GITHUB_WORKSPACE": str(tmp_path),
