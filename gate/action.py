@@ -231,6 +231,11 @@ def resolve_target(
     """
     name = inputs.event_name
     if name in ("pull_request", "pull_request_target"):
+        changes = event.get("changes")
+        if event.get("action") == "edited" and not (
+            isinstance(changes, dict) and "base" in changes
+        ):
+            return None  # a title or body edit; only a retargeted base needs a new proof
         pr = _obj(event.get("pull_request"), "pull_request")
         head = _obj(pr.get("head"), "pull_request.head")
         base = _obj(pr.get("base"), "pull_request.base")

@@ -226,3 +226,12 @@ def test_pr_event_records_its_base_branch(standin: GitHubStandIn) -> None:
     assert target is not None
     assert target.base_branch == "lax"
     assert check_name(target.base_branch, api_for(standin).default_branch()) != "proofgate"
+
+
+def test_edited_event_reproves_only_a_retargeted_base(standin: GitHubStandIn) -> None:
+    title_edit = {**pr_payload(), "action": "edited", "changes": {"title": {"from": "x"}}}
+    assert resolve_target(inputs("pull_request_target"), title_edit, api_for(standin)) is None
+    retarget = {**pr_payload(), "action": "edited", "changes": {"base": {"ref": {"from": "x"}}}}
+    target = resolve_target(inputs("pull_request_target"), retarget, api_for(standin))
+    assert target is not None
+    assert target.head_sha == HEAD
