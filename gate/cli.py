@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -205,6 +206,20 @@ def _setup_logging(verbose: int) -> None:
     root.propagate = False
 
 
+def _prepare_out_dir(out: Path) -> None:
+    """Create `out` (a directory we can write) before any work is done.
+
+    Raises:
+        UsageError: it exists as something else, or cannot be created or written.
+    """
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot use --out {out}: {e.strerror or e}") from e
+    if not os.access(out, os.W_OK):
+        raise UsageError(f"cannot use --out {out}: not writable")
+
+
 def _read(path: Path, what: str) -> bytes:
     try:
         return path.read_bytes()
@@ -296,6 +311,9 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
         except receipt.ReceiptError as e:
             raise ApprovalRejected(f"the approval in {args.approval} does not count: {e}") from e
 
+    out: Path | None = getattr(args, "out", None)
+    if out is not None:
+        _prepare_out_dir(out)
     request = ProveRequest(
         base=args.base,
         head=args.head,
@@ -316,12 +334,13 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
             "WARNING: the receipt is UNSIGNED (no --key and no %s): nobody can verify it",
             ENV_SIGNING_KEY,
         )
-    out: Path | None = getattr(args, "out", None)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "receipt.json").write_bytes(run.envelope)
-        (out / "receipt.md").write_text(run.markdown, encoding="utf-8")
-        (out / "patch.diff").write_bytes(run.patch)
+        try:
+            (out / "receipt.json").write_bytes(run.envelope)
+            (out / "receipt.md").write_text(run.markdown, encoding="utf-8")
+            (out / "patch.diff").write_bytes(run.patch)
+        except OSError as e:
+            raise UsageError(f"cannot write the receipt into --out {out}: {e.strerror}") from e
         log.info("wrote %s, receipt.md and patch.diff", out / "receipt.json")
     if args.json:
         sys.stdout.write(json.dumps(run.predicate, indent=2, ensure_ascii=False) + "\n")
@@ -352,11 +371,22 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             raise UsageError("verify --github needs --commit SHA")
         if args.receipt is not None:
             raise UsageError("give either a RECEIPT file or --github, not both")
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", args.github):
+            raise UsageError(f"--github expects OWNER/REPO, got {args.github!r}")
+        if not (os.environ.get("GITHUB_TOKEN") or os.environ.get("PROOFGATE_GITHUB_TOKEN")):
+            raise UsageError(
+                "verify --github reads the check runs with a token: set GITHUB_TOKEN "
+                "(a token with `checks: read` on the repository)"
+            )
         from gate.action import verify_from_github
         from gate.github.checks import GitHubChecks
+        from gate.github.interface import GitHubError
 
         api = GitHubChecks.from_env({**os.environ, "GITHUB_REPOSITORY": args.github})
-        ok, message = verify_from_github(api, args.commit, keys, args.require)
+        try:
+            ok, message = verify_from_github(api, args.commit, keys, args.require)
+        except GitHubError as e:
+            ok, message = False, f"cannot read the receipts from GitHub: {e}"
         if ok:
             log.info("%s", message)
             return 0
@@ -364,7 +394,11 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         return EXIT_VERIFY_FAILED
     if args.receipt is None:
         raise UsageError("verify needs a RECEIPT file or --github OWNER/REPO")
-    envelope = _read(args.receipt, "receipt")
+    try:
+        envelope = args.receipt.read_bytes()
+    except OSError as e:
+        sys.stderr.write(f"proofgate: verify failed: cannot read {args.receipt}: {e.strerror}\n")
+        return EXIT_VERIFY_FAILED
     patch = _read(args.patch, "--patch") if args.patch else None
     try:
         statement = receipt.verify(
@@ -382,6 +416,14 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     verdict = predicate.get("verdict") if isinstance(predicate, dict) else None
     log.info("receipt verified: verdict %s", verdict)
     return 0
+
+
+def _has_signatures(envelope: bytes) -> bool:
+    try:
+        doc = json.loads(envelope)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and bool(doc.get("signatures"))
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -404,7 +446,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(render.to_json(predicate) + "\n")
     else:
-        sys.stdout.write(render.to_markdown(predicate))
+        sys.stdout.write(render.to_markdown(predicate, signed=_has_signatures(envelope)))
     return 0
 
 
@@ -412,7 +454,7 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
     from gate import receipt
 
     out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
+    _prepare_out_dir(out)
     priv, pub = receipt.generate_keypair()
     key_path, pub_path = out / "proofgate.key", out / "proofgate.pub"
     for path in (key_path, pub_path):
@@ -446,6 +488,9 @@ def _cmd_approve(args: argparse.Namespace) -> int:
                 fingerprint = fingerprint or pol.get("fingerprint")
     if not patch_sha256 or not fingerprint:
         raise UsageError("approve needs --receipt, or --patch-sha256 and --policy-fingerprint")
+    for flag, value in (("patch-sha256", patch_sha256), ("policy-fingerprint", fingerprint)):
+        if not re.fullmatch(r"[0-9a-f]{64}", str(value)):
+            raise UsageError(f"--{flag} must be 64 lowercase hex digits, got {value!r}")
     doc = approval.create_approval(
         approver=args.approver,
         approved_at=datetime.now(tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -111,8 +111,7 @@ def worst_decision(decisions: tuple[Decision, ...] | list[Decision]) -> Decision
 class ReasonCode(enum.StrEnum):
     """Stable codes for every non-PROVEN reason. Values are part of the contract."""
 
-    # evidence (SPEC §3 (1), (2))
-    REVISION_UNRESOLVED = "revision-unresolved"
+    # evidence (SPEC §3 (1), (2)); unresolvable revisions are usage errors (exit 2)
     COVERAGE_INCOMPLETE = "coverage-incomplete"
     PATCH_MISMATCH = "patch-mismatch"
     MERGE_CONFLICT = "merge-conflict"

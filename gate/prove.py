@@ -334,6 +334,10 @@ def prove(
         started_at=rfc3339(started),
         finished_at=rfc3339(clock()),
     )
+    if not request.run_checks:
+        # `proofgate policy` ran nothing: it must never read as a verdict, least of all PROVEN.
+        predicate["verdict"] = None
+        predicate["preflight"] = True
     statement = receipt.build_statement(
         predicate,
         patch_sha256=ev.patch.sha256,
@@ -349,7 +353,7 @@ def prove(
         statement=statement,
         envelope=envelope,
         patch=ev.patch.data,
-        markdown=render.to_markdown(predicate),
+        markdown=render.to_markdown(predicate, signed=signing_key is not None),
         signed=signing_key is not None,
         coverage_complete=ev.coverage.complete,
     )

@@ -20,6 +20,10 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Final
 
+UNSIGNED_BANNER: Final = (
+    "> **UNSIGNED receipt.** It carries no signature: anyone could have written it, and "
+    "`proofgate verify` never accepts it. Sign with `--key` or `PROOFGATE_SIGNING_KEY`.\n"
+)
 TRUNCATION_NOTE: Final = (
     "\n\n---\n**This receipt was truncated to fit.** The full receipt is the signed "
     "envelope (`receipt.json`); render it with `proofgate show receipt.json`.\n"
@@ -367,8 +371,12 @@ def to_markdown(
     *,
     max_bytes: int | None = None,
     truncation_note: str = TRUNCATION_NOTE,
+    signed: bool = True,
 ) -> str:
     """The receipt for people: verdict first, then why, what, how, and the evidence.
+
+    `signed=False` puts a banner under the headline: an unsigned receipt is evidence of
+    nothing (anyone can write one) and `verify` never accepts it.
 
     With `max_bytes`, the result is at most that many UTF-8 bytes (GitHub check-run output
     takes 65535): sections are kept in order while they fit, a log tail that does not fit
@@ -387,6 +395,8 @@ def to_markdown(
         _timeline,
     ]
     parts += [s for s in (f(p) for f in sections) if s]
+    if not signed:
+        parts.insert(1, UNSIGNED_BANNER)
     logs = _log_blocks(p)
     if logs:
         parts.append(

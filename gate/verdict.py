@@ -62,7 +62,9 @@ def verdict_for(code: ReasonCode) -> Verdict:
     match code:
         case ReasonCode.POLICY_DENY:
             return Verdict.BLOCKED
-        case ReasonCode.POLICY_HOLD:
+        case ReasonCode.POLICY_HOLD | ReasonCode.APPROVAL_INVALID:
+            # SPEC §3: HELD is "HOLD and no valid approval exists"; an approval that does
+            # not count is exactly that (the reason says why it did not count).
             return Verdict.HELD
         case (
             ReasonCode.CHECK_FAILED
@@ -72,14 +74,12 @@ def verdict_for(code: ReasonCode) -> Verdict:
         ):
             return Verdict.FAILED
         case (
-            ReasonCode.REVISION_UNRESOLVED
-            | ReasonCode.COVERAGE_INCOMPLETE
+            ReasonCode.COVERAGE_INCOMPLETE
             | ReasonCode.PATCH_MISMATCH
             | ReasonCode.MERGE_CONFLICT
             | ReasonCode.UNSAFE_TREE
             | ReasonCode.NO_CONFIG
             | ReasonCode.UNTRUSTED_CONFIG
-            | ReasonCode.APPROVAL_INVALID
             | ReasonCode.DOCKER_UNAVAILABLE
             | ReasonCode.IMAGE_UNRESOLVED
             | ReasonCode.CONTAINER_FAILED

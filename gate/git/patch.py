@@ -148,7 +148,8 @@ def _inventory_entry(repo: pygit2.Repository, patch: pygit2.Patch) -> InventoryE
     if new_mode == _MODE_LINK:
         target = _blob_bytes(repo, new.id)
         absolute = target.startswith(b"/")
-        escapes = not absolute and _escapes(path, target)
+        # an absolute target resolves outside the repository by definition
+        escapes = absolute or _escapes(path, target)
     return InventoryEntry(
         path=path,
         status=status,

@@ -173,9 +173,10 @@ def test_a_receipt_over_the_size_limit_is_refused(work: Path) -> None:
     _verify_refuses(work, data, "huge payload")
 
 
-def test_a_receipt_that_is_not_a_file_is_a_usage_error(work: Path) -> None:
+def test_a_receipt_that_is_not_a_file_is_refused(work: Path) -> None:
+    # SPEC §5: 1 for anything that is not a valid receipt; 2 is for usage errors
     code, err = _main(["verify", str(work), "--key", str(work / "trusted.pub")])
-    assert code == 2, err
+    assert code == 1, err
     assert "Traceback" not in err
     assert err.startswith("proofgate: ")
 

@@ -75,3 +75,84 @@ def test_readme_documents_every_flag_of_every_subcommand() -> None:
                     if not re.search(re.escape(flag) + r"\b", block):
                         missing.append(f"{name} {flag}")
     assert not missing, f"README's Command line section does not mention: {missing}"
+
+
+def test_prove_out_that_is_a_file_exits_2_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "afile"
+    target.write_text("keep me")
+    code = main(
+        ["prove", "--repo", str(tmp_path), "--base", "a", "--head", "b", "--out", str(target)]
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--out" in err
+    assert "Traceback" not in err
+    assert target.read_text() == "keep me"
+
+
+def test_keygen_out_that_is_a_file_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "afile"
+    target.write_text("")
+    assert main(["keygen", "--out", str(target)]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_verify_of_a_missing_receipt_fails_with_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["keygen", "--out", str(tmp_path)]) == 0
+    code = main(["verify", str(tmp_path / "nope.json"), "--key", str(tmp_path / "proofgate.pub")])
+    assert code == 1
+    assert "verify failed" in capsys.readouterr().err
+
+
+def test_verify_github_needs_owner_repo_and_a_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    monkeypatch.delenv("PROOFGATE_GITHUB_TOKEN", raising=False)
+    assert main(["keygen", "--out", str(tmp_path)]) == 0
+    pub = str(tmp_path / "proofgate.pub")
+    sha = "a" * 40
+    assert main(["verify", "--github", "notarepo", "--commit", sha, "--key", pub]) == 2
+    assert "OWNER/REPO" in capsys.readouterr().err
+    assert main(["verify", "--github", "o/r", "--commit", sha, "--key", pub]) == 2
+    assert "GITHUB_TOKEN" in capsys.readouterr().err
+
+
+def test_approve_refuses_digests_that_are_not_sha256(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["keygen", "--out", str(tmp_path)]) == 0
+    code = main([
+        "approve", "--key", str(tmp_path / "proofgate.key"), "--approver", "a",
+        "--patch-sha256", "abc", "--policy-fingerprint", "f" * 64,
+        "--out", str(tmp_path / "a.json"),
+    ])  # fmt: skip
+    assert code == 2
+    assert "--patch-sha256" in capsys.readouterr().err
+    assert not (tmp_path / "a.json").exists()
+
+
+def test_policy_preflight_never_reads_as_a_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`policy` runs nothing: its JSON must not say PROVEN (SPEC §3 (5)-(7) unchecked)."""
+    import json
+
+    from tests.gitutil import commit, make_repo, repo_dir
+
+    repo = make_repo(tmp_path)
+    cfg = b"version: 1\nchecks: [{name: b, build: 'true'}]\n"
+    base = commit(repo, {b".github/proofgate.yml": cfg, b"a": b"1"})
+    commit(repo, {b"a": b"2"}, branch="pr", parent=base)
+    path = str(repo_dir(repo))
+    assert main(["policy", "--repo", path, "--base", "main", "--head", "pr", "--json"]) == 0
+    predicate = json.loads(capsys.readouterr().out)
+    assert predicate["verdict"] is None
+    assert predicate["preflight"] is True
+    assert predicate["checks"] == []

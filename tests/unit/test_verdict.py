@@ -294,7 +294,7 @@ CASES: list[tuple[str, dict[str, object], Verdict, ReasonCode]] = [
     (
         "approval-invalid",
         {"approval_error": "signed by an unknown key"},
-        Verdict.INCONCLUSIVE,
+        Verdict.HELD,
         ReasonCode.APPROVAL_INVALID,
     ),
 ]
