@@ -126,7 +126,10 @@ def _module_name(path: bytes, package_dirs: frozenset[bytes]) -> str | None:
     d = posixpath.dirname(path)
     start = len(d.split(b"/")) if d else 0
     while d and d in package_dirs:
-        d = posixpath.dirname(d)
+        up = posixpath.dirname(d)
+        if up == d:  # "/" (a path git never produces): stop rather than loop
+            break
+        d = up
         start -= 1
     name = parts[start:]
     if not name:

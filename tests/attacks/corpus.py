@@ -67,8 +67,12 @@ def config(
 
 CALC = b"def add(a, b):\n    return a + b\n"
 CALC_BROKEN = b"def add(a, b):\n    return a - b\n"
+# `python3 -m pytest` puts the workspace first on sys.path: this module is what runs.
+FAKE_PYTEST = b'import sys\nprint("2 passed in 0.01s")\nsys.exit(0)\n'
 TEST_CALC = b"from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
 TEST_OTHER = b"def test_other():\n    assert 'ok'.upper() == 'OK'\n"
+RENAMED_TEST = TEST_CALC.replace(b"def test_add", b"def check_add")
+DUNDER_TEST_OFF = TEST_CALC + b"\n__test__ = False\n"
 
 
 def base_tree(**extra: Content) -> dict[bytes, Content]:
@@ -1337,6 +1341,42 @@ CASES: tuple[Case, ...] = (
         F({HELD}),
         with_inspect(
             simple({b"calc.py": CALC_BROKEN, b"test_calc.py": SKIPPED}),
+            wants_finding("tests-skipped"),
+        ),
+    ),
+    _attack(
+        "runner-shadowed-by-root-pytest-py",
+        "the PR breaks the code and adds a root pytest.py that prints a pass and exits 0",
+        F({HELD}),
+        with_inspect(
+            simple({b"calc.py": CALC_BROKEN, b"pytest.py": FAKE_PYTEST}),
+            wants_finding("module-shadowing"),
+        ),
+    ),
+    _attack(
+        "tests-collect-only-via-pytest-ini",
+        "the PR breaks the code and makes pytest only collect (addopts = --co)",
+        F({HELD}),
+        with_inspect(
+            simple({b"calc.py": CALC_BROKEN, b"pytest.ini": b"[pytest]\naddopts = --co\n"}),
+            wants_finding("test-config-changed"),
+        ),
+    ),
+    _attack(
+        "test-renamed-out-of-collection",
+        "the PR breaks the code and renames test_add so pytest no longer collects it",
+        F({HELD}),
+        with_inspect(
+            simple({b"calc.py": CALC_BROKEN, b"test_calc.py": RENAMED_TEST}),
+            wants_finding("tests-deleted"),
+        ),
+    ),
+    _attack(
+        "test-module-disabled-by-dunder-test",
+        "the PR breaks the code and sets __test__ = False in the test module",
+        F({HELD}),
+        with_inspect(
+            simple({b"calc.py": CALC_BROKEN, b"test_calc.py": DUNDER_TEST_OFF}),
             wants_finding("tests-skipped"),
         ),
     ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -9,6 +10,7 @@ import pytest
 
 from gate.model import Budgets, ChangeStatus, Decision, InventoryEntry, PolicySpec
 from gate.policy import RULES, Thresholds, evaluate
+from gate.policy_rules import shadowed_module
 
 _STATUS = {
     "A": ChangeStatus.ADDED,
@@ -240,6 +242,99 @@ CASES: dict[str, Case] = {
         H,
     ),
     "readme-is-not-build": Case((chg("README.md", added=["x"]),), "build-hook-changed", False, A),
+    # module-shadowing: a module the test run imports, replaced from the workspace
+    "root-pytest-py-fakes-a-passing-run": Case(
+        (chg("pytest.py", "A", added=["import sys", "print('2 passed')", "sys.exit(0)"]),),
+        "module-shadowing",
+        True,
+        H,
+    ),
+    "root-pytest-internals-package": Case(
+        (chg("_pytest/__init__.py", "A", added=["x = 1"]),), "module-shadowing", True, H
+    ),
+    "root-pluggy-package": Case(
+        (chg("pluggy/__init__.py", "A", added=["x = 1"]),), "module-shadowing", True, H
+    ),
+    "root-iniconfig-module": Case(
+        (chg("iniconfig.py", "A", added=["x = 1"]),), "module-shadowing", True, H
+    ),
+    "root-packaging-package": Case(
+        (chg("packaging/__init__.py", "A", added=["x = 1"]),), "module-shadowing", True, H
+    ),
+    "root-stdlib-json": Case((chg("json.py", "A", added=["x = 1"]),), "module-shadowing", True, H),
+    "root-stdlib-unittest-package": Case(
+        (chg("unittest/__init__.py", "A", added=["x = 1"]),), "module-shadowing", True, H
+    ),
+    "plugin-named-module": Case(
+        (chg("pytest_cov.py", "A", added=["x = 1"]),), "module-shadowing", True, H
+    ),
+    "sourceless-pyc-shadow": Case(
+        (chg("pytest.pyc", "A", binary=True),), "module-shadowing", True, H
+    ),
+    "extension-module-shadow": Case(
+        (chg("json.cpython-311-x86_64-linux-gnu.so", "A", binary=True),),
+        "module-shadowing",
+        True,
+        H,
+    ),
+    "module-renamed-to-stdlib-name": Case(
+        (chg("json.py", "R", old_path="myjson.py"),), "module-shadowing", True, H
+    ),
+    "symlink-named-like-a-package": Case(
+        (chg("pytest", "A", new_mode=0o120000, symlink_target=b"vendor/fake"),),
+        "module-shadowing",
+        True,
+        H,
+    ),
+    "tests-dir-json-shadows-in-prepend-mode": Case(
+        (chg("tests/json.py", "A", added=["x = 1"]),),
+        "module-shadowing",
+        True,
+        H,
+        tree_files={b"tests/test_a.py": b"", b"tests/json.py": b"x = 1\n"},
+    ),
+    "shadow-in-package-dir-without-tree-is-held": Case(
+        (chg("src/mypkg/json.py", "A", added=["x = 1"]),), "module-shadowing", True, H
+    ),
+    "package-marker-removed-exposes-shadow": Case(
+        (chg("qa/__init__.py", "D", deleted=[""]),),
+        "module-shadowing",
+        True,
+        H,
+        tree_files={b"qa/test_a.py": b"", b"qa/typing.py": b""},
+    ),
+    "json-inside-a-package-is-not-shadowing": Case(
+        (chg("src/mypkg/json.py", "A", added=["x = 1"]),),
+        "module-shadowing",
+        False,
+        A,
+        tree_files={b"src/mypkg/__init__.py": b"", b"src/mypkg/json.py": b"x = 1\n"},
+    ),
+    "json-in-a-package-the-patch-adds": Case(
+        (
+            chg("mypkg/__init__.py", "A", added=["x = 1"]),
+            chg("mypkg/json.py", "A", added=["x = 1"]),
+        ),
+        "module-shadowing",
+        False,
+        A,
+    ),
+    "ordinary-tool-module": Case(
+        (chg("tools/report.py", "A", added=["x = 1"]),), "module-shadowing", False, A
+    ),
+    "stdlib-name-edited-in-place": Case(
+        (chg("json.py", added=["x = 2"]),), "module-shadowing", False, A
+    ),
+    "stdlib-name-as-data-file": Case(
+        (chg("json.txt", "A", added=["x"]),), "module-shadowing", False, A
+    ),
+    "package-marker-removed-ordinary-modules": Case(
+        (chg("qa/__init__.py", "D", deleted=[""]),),
+        "module-shadowing",
+        False,
+        A,
+        tree_files={b"qa/test_a.py": b"", b"qa/helpers.py": b""},
+    ),
     # git-plumbing-changed
     "gitattributes-filter": Case(
         (chg(".gitattributes", added=["* filter=evil"]),), "git-plumbing-changed", True, H
@@ -372,6 +467,70 @@ CASES: dict[str, Case] = {
         False,
         A,
     ),
+    "test-function-removed-from-kept-file": Case(
+        (
+            chg(
+                "tests/test_auth.py",
+                context=["import pytest"],
+                deleted=["def test_login():", "    assert login()"],
+            ),
+        ),
+        "tests-deleted",
+        True,
+        H,
+    ),
+    "test-renamed-in-place": Case(
+        (
+            chg(
+                "tests/test_auth.py",
+                deleted=["def test_login():"],
+                added=["def test_login_later():"],
+                context=["    assert login()"],
+            ),
+        ),
+        "tests-deleted",
+        True,
+        H,
+    ),
+    "async-test-and-test-class-removed": Case(
+        (
+            chg(
+                "tests/test_auth.py",
+                context=["import pytest"],
+                deleted=["async def test_a():", "    pass", "class TestB:", "    pass"],
+            ),
+        ),
+        "tests-deleted",
+        True,
+        H,
+    ),
+    "test-added-is-not-deleted": Case(
+        (chg("tests/test_auth.py", context=["import x"], added=["def test_new():", "    pass"]),),
+        "tests-deleted",
+        False,
+        A,
+    ),
+    "test-moved-between-kept-files": Case(
+        (
+            chg("tests/test_a.py", context=["import x"], deleted=["def test_x():", "    pass"]),
+            chg("tests/test_b.py", context=["import x"], added=["def test_x():", "    pass"]),
+        ),
+        "tests-deleted",
+        False,
+        A,
+    ),
+    "test-signature-reformatted": Case(
+        (
+            chg(
+                "tests/test_a.py",
+                deleted=["def test_x(a, b):"],
+                added=["def test_x(", "    a, b", "):"],
+            ),
+        ),
+        "tests-deleted",
+        False,
+        A,
+    ),
     "source-file-deleted": Case(
         (chg("src/auth.py", "D", deleted=["x = 1"]),), "tests-deleted", False, A
     ),
@@ -447,6 +606,144 @@ CASES: dict[str, Case] = {
         "tests-skipped",
         False,
         A,
+    ),
+    "module-test-flag-disables-collection": Case(
+        (chg("tests/test_a.py", context=["import pytest"], added=["__test__ = False"]),),
+        "tests-skipped",
+        True,
+        H,
+    ),
+    "class-test-flag-on-existing-class": Case(
+        (chg("tests/test_a.py", context=["class TestA:"], added=["    __test__ = False"]),),
+        "tests-skipped",
+        True,
+        H,
+    ),
+    "collect-ignore-in-conftest": Case(
+        (
+            chg(
+                "tests/conftest.py",
+                context=["import pytest"],
+                added=['collect_ignore = ["test_calc.py"]'],
+            ),
+        ),
+        "tests-skipped",
+        True,
+        H,
+    ),
+    "collect-ignore-glob-appended": Case(
+        (chg("tests/conftest.py", added=['collect_ignore_glob.append("test_*.py")']),),
+        "tests-skipped",
+        True,
+        H,
+    ),
+    "module-pytestmark-skip": Case(
+        (
+            chg(
+                "tests/test_a.py",
+                context=["import pytest"],
+                added=["pytestmark = pytest.mark.skip(reason='x')"],
+            ),
+        ),
+        "tests-skipped",
+        True,
+        H,
+    ),
+    "new-test-file-disables-another": Case(
+        (
+            chg(
+                "tests/test_z.py",
+                "A",
+                added=["from tests import test_a", "test_a.TestA.__test__ = False"],
+            ),
+        ),
+        "tests-skipped",
+        True,
+        H,
+    ),
+    "helper-class-in-new-class-not-collected": Case(
+        (
+            chg(
+                "tests/test_a.py",
+                context=["import pytest"],
+                added=["class TestClient:", "    __test__ = False", "    x = 1"],
+            ),
+        ),
+        "tests-skipped",
+        False,
+        A,
+    ),
+    "test-flag-true-is-not-a-skip": Case(
+        (chg("tests/test_a.py", context=["class Checks:"], added=["    __test__ = True"]),),
+        "tests-skipped",
+        False,
+        A,
+    ),
+    # test-config-changed
+    "pytest-ini-edited": Case(
+        (chg("pytest.ini", context=["[pytest]"], added=["addopts = -p no:warnings"]),),
+        "test-config-changed",
+        True,
+        H,
+    ),
+    "pytest-ini-comment-is-still-config": Case(
+        (chg("pytest.ini", context=["[pytest]"], added=["# a comment"]),),
+        "test-config-changed",
+        True,
+        H,
+    ),
+    "empty-pytest-ini-added": Case((chg("sub/pytest.ini", "A"),), "test-config-changed", True, H),
+    "dot-pytest-ini-added": Case(
+        (chg(".pytest.ini", "A", added=["[pytest]", "testpaths = docs"]),),
+        "test-config-changed",
+        True,
+        H,
+    ),
+    "pyproject-pytest-options": Case(
+        (
+            chg(
+                "pyproject.toml",
+                context=["[tool.pytest.ini_options]"],
+                added=['python_files = ["check_*.py"]'],
+            ),
+        ),
+        "test-config-changed",
+        True,
+        H,
+    ),
+    "pyproject-pytest-option-removed-seen-from-tree": Case(
+        (chg("pyproject.toml", context=["a = 1"], deleted=['testpaths = ["tests"]'], start=2),),
+        "test-config-changed",
+        True,
+        H,
+        tree_files={b"pyproject.toml": b"[tool.pytest.ini_options]\na = 1\n"},
+    ),
+    "setup-cfg-tool-pytest": Case(
+        (chg("setup.cfg", context=["[tool:pytest]"], added=["norecursedirs = tests"]),),
+        "test-config-changed",
+        True,
+        H,
+    ),
+    "tox-ini-pytest-section": Case(
+        (chg("tox.ini", context=["[pytest]"], added=["python_functions = nothing_*"]),),
+        "test-config-changed",
+        True,
+        H,
+    ),
+    "pyproject-ruff-is-not-test-config": Case(
+        (chg("pyproject.toml", context=["[tool.ruff]"], added=["line-length = 100"]),),
+        "test-config-changed",
+        False,
+        A,
+    ),
+    "setup-cfg-flake8-is-not-test-config": Case(
+        (chg("setup.cfg", context=["[flake8]"], added=["max-line-length = 100"]),),
+        "test-config-changed",
+        False,
+        A,
+    ),
+    "pytest-ini-lookalike": Case(
+        (chg("docs/pytest.ini.md", "A", added=["x"]),), "test-config-changed", False, A
     ),
     # assertions-removed
     "assertions-removed-in-bulk": Case(
@@ -714,3 +1011,36 @@ def test_file_in_patch_but_missing_from_inventory_is_still_judged() -> None:
     c = chg(".github/workflows/ci.yml", added=["x"])
     r = evaluate([], c.patch, PolicySpec())
     assert r.decision is Decision.HOLD
+
+
+def test_shadowing_list_covers_this_interpreters_stdlib() -> None:
+    # The list is frozen for determinism; a newer interpreter in CI shows what to add.
+    missing = sorted(n for n in sys.stdlib_module_names if shadowed_module(n.encode()) is None)
+    assert not missing
+
+
+@pytest.mark.parametrize(
+    "path",
+    [b"__init__.py", b"/__init__.py", b"\xff.py", b"a//json.py", b".py", b"json.", b"x/.so"],
+)
+def test_module_shadowing_is_total_on_odd_paths(path: bytes) -> None:
+    c = chg(path, "A", added=["x = 1"])
+    r = evaluate([c.entry], c.patch, PolicySpec(), tree_files={path: b"x = 1\n"})
+    assert r.decision in (Decision.ALLOW, Decision.HOLD)
+
+
+def test_root_pytest_py_finding_names_the_module_and_root() -> None:
+    c = chg("pytest.py", "A", added=["import sys", "print('2 passed')", "sys.exit(0)"])
+    r = evaluate([c.entry], c.patch, PolicySpec())
+    (f,) = [f for f in r.findings if f.rule == "module-shadowing"]
+    assert f.path == b"pytest.py"
+    assert "'pytest'" in f.message
+    assert "repository root" in f.message
+    assert f.decision is Decision.HOLD
+
+
+def test_sitecustomize_and_pth_are_held_by_one_rule() -> None:
+    for path in ("sitecustomize.py", "deep/usercustomize.py", "any/where/x.pth"):
+        c = chg(path, "A", added=["import os"])
+        r = evaluate([c.entry], c.patch, PolicySpec())
+        assert {f.rule for f in r.findings} == {"build-hook-changed"}, path
