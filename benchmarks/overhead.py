@@ -39,7 +39,7 @@ IMAGE = "proofgate/cleanroom:latest"
 TEST_MODULES = 40
 
 
-def make_tree(files: int, suite_seconds: float) -> bytes:
+def project_files(files: int, suite_seconds: float) -> dict[str, bytes]:
     """A package with `files` files in all; the tests burn CPU for about `suite_seconds`."""
     loops = _calibrate(suite_seconds / TEST_MODULES)
     entries: dict[str, bytes] = {
@@ -56,6 +56,12 @@ def make_tree(files: int, suite_seconds: float) -> bytes:
         ).encode()
     for i in range(max(0, files - len(entries))):
         entries[f"src/bench/data/d{i // 100:03d}/f{i:05d}.txt"] = f"payload {i}\n".encode() * 20
+    return entries
+
+
+def make_tree(files: int, suite_seconds: float) -> bytes:
+    """`project_files` as an uncompressed tar, as the git adapter streams a tree."""
+    entries = project_files(files, suite_seconds)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name, data in entries.items():

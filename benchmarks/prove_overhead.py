@@ -28,23 +28,13 @@ from pathlib import Path
 
 import pygit2
 
+from benchmarks.overhead import project_files
 from gate.git.repo import GitRepository
 from gate.prove import ProveRequest, prove
 from gate.sandbox.docker import DockerSandbox
 
 IMAGE = "proofgate/cleanroom:latest"
-MODULES = 40
 SIG = pygit2.Signature("bench", "bench@example.invalid", 1_700_000_000, 0)
-
-
-def _calibrate(seconds: float) -> int:
-    n = 200_000
-    t0 = time.perf_counter()
-    total = 0
-    for i in range(n):
-        total = (total * 31 + i) % 1000003
-    per_loop = (time.perf_counter() - t0) / n
-    return max(1000, int(seconds / per_loop))
 
 
 def _config(test: str) -> bytes:
@@ -56,21 +46,9 @@ def _config(test: str) -> bytes:
 
 
 def make_repo(root: Path, files: int, suite_seconds: float, test: str) -> Path:
-    loops = _calibrate(suite_seconds / MODULES)
-    entries: dict[str, bytes] = {
-        ".github/proofgate.yml": _config(test),
-        "src/bench/__init__.py": (
-            b"def work(n):\n    total = 0\n    for i in range(n):\n"
-            b"        total = (total * 31 + i) % 1000003\n    return total\n"
-        ),
-    }
-    for i in range(MODULES):
-        entries[f"tests/test_m{i:03d}.py"] = (
-            f"import sys\nsys.path.insert(0, 'src')\nfrom bench import work\n\n"
-            f"def test_work_{i}():\n    assert work({loops}) >= 0\n"
-        ).encode()
-    for i in range(max(0, files - len(entries) - 1)):
-        entries[f"src/bench/data/d{i // 100:03d}/f{i:05d}.txt"] = f"payload {i}\n".encode() * 20
+    # the same project as benchmarks/overhead.py, plus the configuration in its base
+    entries = project_files(files - 1, suite_seconds)
+    entries[".github/proofgate.yml"] = _config(test)
     repo = pygit2.init_repository(str(root), initial_head="main")
     index = pygit2.Index()
     for path, data in entries.items():
