@@ -31,7 +31,6 @@ from gate.model import (
     Config,
     Decision,
     Limits,
-    Phase,
     PolicySpec,
 )
 from gate.policy_patch import glob_problem
@@ -305,7 +304,3 @@ def load_config(data: bytes, *, source: str, known_rules: frozenset[str] | None 
         checks=tuple(checks),
         policy=policy,
     )
-
-
-def has_test_phase(config: Config) -> bool:
-    return any(phase is Phase.TEST for check in config.checks for phase, _ in check.phases)

@@ -499,14 +499,6 @@ class JunitCounts:
     def executed(self) -> int:
         return self.tests - self.skipped
 
-    def to_dict(self) -> JsonDict:
-        return {
-            "tests": self.tests,
-            "failures": self.failures,
-            "errors": self.errors,
-            "skipped": self.skipped,
-        }
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckResult:

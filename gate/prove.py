@@ -75,7 +75,6 @@ class ProofRun:
     patch: bytes = field(repr=False)
     markdown: str
     signed: bool
-    coverage_complete: bool
 
 
 def rfc3339(ts: float) -> str:
@@ -355,5 +354,4 @@ def prove(
         patch=ev.patch.data,
         markdown=render.to_markdown(predicate, signed=signing_key is not None),
         signed=signing_key is not None,
-        coverage_complete=ev.coverage.complete,
     )

@@ -33,6 +33,7 @@ __all__ = [
     "checkout",
     "commit",
     "make_repo",
+    "no_dir_file_clash",
     "raw_tree",
     "repo_dir",
     "snapshot",
@@ -147,6 +148,19 @@ def tree_files(repo: pygit2.Repository, tree: pygit2.Oid | str) -> dict[bytes, t
                 out[path] = (mode, str(obj.id).encode())
             else:
                 out[path] = (mode, repo.odb.read(obj.id)[1])
+    return out
+
+
+def no_dir_file_clash(files: dict[bytes, Content]) -> dict[bytes, Content]:
+    """Drop paths that would need a file and a directory of the same name (shortest wins),
+    so a generated dict of paths can become one tree."""
+    out: dict[bytes, Content] = {}
+    for path in sorted(files, key=len):
+        parts = path.split(b"/")
+        prefixes = {b"/".join(parts[:i]) for i in range(1, len(parts))}
+        if prefixes & out.keys() or any(k.startswith(path + b"/") for k in out):
+            continue
+        out[path] = files[path]
     return out
 
 

@@ -32,6 +32,7 @@ from tests.gitutil import (
     Symlink,
     commit,
     make_repo,
+    no_dir_file_clash,
     raw_tree,
     repo_dir,
     snapshot,
@@ -235,17 +236,6 @@ def _archive_contents(draw: st.DrawFn) -> Content:
     return draw(st.sampled_from(ATTR_TEXT))
 
 
-def _no_clash(files: dict[bytes, Content]) -> dict[bytes, Content]:
-    out: dict[bytes, Content] = {}
-    for path in sorted(files, key=len):
-        parts = path.split(b"/")
-        prefixes = {b"/".join(parts[:i]) for i in range(1, len(parts))}
-        if prefixes & out.keys() or any(k.startswith(path + b"/") for k in out):
-            continue
-        out[path] = files[path]
-    return out
-
-
 _paths = st.lists(st.sampled_from(ODD_NAMES), min_size=1, max_size=6).map(b"/".join)
 
 
@@ -257,7 +247,7 @@ def _archive_trees(draw: st.DrawFn) -> dict[bytes, Content]:
     for where in draw(st.lists(st.sampled_from([b"", b"a/", b"sp ace/"]), max_size=2)):
         lines = draw(st.lists(st.sampled_from(ATTRIBUTE_LINES), min_size=1, max_size=4))
         files[where + b".gitattributes"] = _attributes(lines)
-    return _no_clash(files)
+    return no_dir_file_clash(files)
 
 
 def _everything(root: Path) -> dict[bytes, tuple[str, int, bytes]]:

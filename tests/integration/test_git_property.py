@@ -15,7 +15,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gate.git.repo import GitRepository
-from tests.gitutil import EXEC, Content, Gitlink, Symlink, commit, make_repo, repo_dir, tree_files
+from tests.gitutil import (
+    EXEC,
+    Content,
+    Gitlink,
+    Symlink,
+    commit,
+    make_repo,
+    no_dir_file_clash,
+    repo_dir,
+    tree_files,
+)
 
 NAMES = [
     b"a",
@@ -54,18 +64,7 @@ def contents(draw: st.DrawFn) -> Content:
     return draw(text)
 
 
-def _no_dir_file_clash(files: dict[bytes, Content]) -> dict[bytes, Content]:
-    out: dict[bytes, Content] = {}
-    for path in sorted(files, key=len):
-        parts = path.split(b"/")
-        prefixes = {b"/".join(parts[:i]) for i in range(1, len(parts))}
-        if prefixes & out.keys() or any(k.startswith(path + b"/") for k in out):
-            continue
-        out[path] = files[path]
-    return out
-
-
-trees = st.dictionaries(paths, contents(), min_size=1, max_size=12).map(_no_dir_file_clash)
+trees = st.dictionaries(paths, contents(), min_size=1, max_size=12).map(no_dir_file_clash)
 
 
 @st.composite
@@ -90,7 +89,7 @@ def edits(draw: st.DrawFn, base: dict[bytes, Content]) -> dict[bytes, Content]:
             head[new] = old
     for _ in range(draw(st.integers(0, 3))):
         head[draw(paths)] = draw(contents())
-    return _no_dir_file_clash(head)
+    return no_dir_file_clash(head)
 
 
 @st.composite
