@@ -155,6 +155,34 @@ class Reason:
         return d
 
 
+class TriggerKind(enum.StrEnum):
+    """How the change reached proofgate (SPEC §4 `trigger.kind`)."""
+
+    PULL_REQUEST = "pull_request"
+    MERGE_GROUP = "merge_group"
+    COMMIT = "commit"  # a re-proof of one commit (e.g. workflow_dispatch with a SHA)
+    LOCAL = "local"  # the CLI on someone's machine
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Trigger:
+    """What a receipt vouches for: the event kind and the branch the change lands on."""
+
+    kind: TriggerKind
+    base_ref: str | None = None  # "refs/heads/<branch>" when known
+    pull_request: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.base_ref is not None and not self.base_ref.startswith("refs/"):
+            raise ValueError(f"trigger base_ref must be a full ref, got {self.base_ref!r}")
+
+    def to_dict(self) -> JsonDict:
+        d: JsonDict = {"kind": self.kind.value, "base_ref": self.base_ref}
+        if self.pull_request is not None:
+            d["pull_request"] = self.pull_request
+        return d
+
+
 # --- git evidence -------------------------------------------------------------------
 
 

@@ -34,6 +34,8 @@ from gate.model import (
     PolicySpec,
     Reason,
     Sha256,
+    Trigger,
+    TriggerKind,
     Verdict,
 )
 from gate.sandbox.interface import ImageError, Sandbox, SandboxError
@@ -62,6 +64,7 @@ class ProveRequest:
     config_path: str = DEFAULT_CONFIG_PATH  # path inside the base tree
     signing_key_pem: bytes | None = None
     run_checks: bool = True  # False: `proofgate policy` (evidence + policy, runs nothing)
+    trigger: Trigger | None = None  # None: a local run (kind `local`)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -193,6 +196,7 @@ def build_predicate(
     journal: Journal,
     started_at: str,
     finished_at: str,
+    trigger: Trigger | None = None,
 ) -> JsonDict:
     """SPEC §4: the predicate, as plain JSON data. Pure."""
     ev = run.evidence
@@ -201,6 +205,7 @@ def build_predicate(
         "verdict": outcome.verdict.value,
         "reasons": [r.to_dict() for r in outcome.reasons],
         "repository": ev.repository,
+        "trigger": (trigger or Trigger(kind=TriggerKind.LOCAL)).to_dict(),
         "base": ev.base.to_dict(),
         "merge_base": ev.merge_base,
         "head": ev.head.to_dict(),
@@ -332,6 +337,7 @@ def prove(
         journal=journal,
         started_at=rfc3339(started),
         finished_at=rfc3339(clock()),
+        trigger=request.trigger,
     )
     if not request.run_checks:
         # `proofgate policy` ran nothing: it must never read as a verdict, least of all PROVEN.
