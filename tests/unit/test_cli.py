@@ -1,7 +1,8 @@
-"""The command line's surface: --help for every subcommand, usage errors, README sync."""
+"""The command line's surface: --help for every subcommand, usage errors, docs sync."""
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 
@@ -9,7 +10,9 @@ import pytest
 
 from gate.cli import build_parser, main
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+CLI_DOC = ROOT / "docs" / "cli.md"
 SUBCOMMANDS = ["prove", "policy", "verify", "show", "keygen", "approve", "demo"]
 
 
@@ -55,26 +58,40 @@ def test_keygen_writes_private_key_0600_and_refuses_overwrite(tmp_path: Path) ->
     assert key.read_bytes() == before
 
 
-def _readme_cli_block() -> str:
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("## Command line") :]
-    return section[: section.index("\n## ", 1)]
+def _section(path: Path, heading: str) -> str:
+    text = path.read_text(encoding="utf-8")
+    section = text[text.index(f"\n{heading}\n") :]
+    end = section.find("\n## ", 1)
+    return section if end < 0 else section[:end]
 
 
-def test_readme_documents_every_flag_of_every_subcommand() -> None:
-    """--help and the README agree: each option a subcommand accepts is documented."""
-    block = _readme_cli_block()
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
     parser = build_parser()
-    subparsers = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_cli_doc_documents_every_flag_of_every_subcommand() -> None:
+    """--help and docs/cli.md agree: each option a subcommand accepts is documented."""
+    text = CLI_DOC.read_text(encoding="utf-8")
+    synopsis = _section(CLI_DOC, "## Synopsis")
     missing = []
-    for name, sub in subparsers.choices.items():  # type: ignore[attr-defined]
-        assert f"proofgate {name}" in block, f"README lacks `proofgate {name}`"
+    for name, sub in _subparsers().items():
+        assert f"proofgate {name}" in synopsis, f"docs/cli.md's synopsis lacks `proofgate {name}`"
         for action in sub._actions:
             for flag in action.option_strings:
                 if flag.startswith("--") and flag not in ("--help", "--verbose"):
-                    if not re.search(re.escape(flag) + r"\b", block):
+                    if not re.search(re.escape(flag) + r"\b", text):
                         missing.append(f"{name} {flag}")
-    assert not missing, f"README's Command line section does not mention: {missing}"
+    assert not missing, f"docs/cli.md does not mention: {missing}"
+
+
+def test_readme_command_list_names_every_subcommand() -> None:
+    block = _section(README, "## Command line")
+    names = set(_subparsers())
+    assert names == set(SUBCOMMANDS), "update SUBCOMMANDS with the parser"
+    listed = set(re.findall(r"^proofgate (\S+)", block, re.M))
+    assert listed == names, f"README's command list differs from the parser: {listed ^ names}"
 
 
 def test_prove_out_that_is_a_file_exits_2_before_any_work(
