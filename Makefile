@@ -13,6 +13,7 @@ LOCK := requirements/dev.lock
 STAMP := $(VENV)/.proofgate-installed
 CLEANROOM_IMAGE := proofgate/cleanroom:latest
 PYTEST_ARGS ?=
+PYTEST_DURATIONS ?= 20
 
 .PHONY: help dev docker image lint lint-workflows reformat test pytest demo sbom assets \
 	package clean
@@ -58,8 +59,9 @@ reformat: dev
 	$(BIN)/ruff check --fix .
 
 # pytest exits 5 when it collected nothing: a run that tests nothing must not pass.
+# --durations: the slowest tests are named in every run's output (CI included).
 pytest: dev
-	@rc=0; $(BIN)/python -m pytest $(PYTEST_ARGS) || rc=$$?; \
+	@rc=0; $(BIN)/python -m pytest --durations=$(PYTEST_DURATIONS) $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make: pytest collected no tests; failing" >&2; exit 1; fi; \
 	exit $$rc
 

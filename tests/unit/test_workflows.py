@@ -194,6 +194,23 @@ def test_release_verifies_the_receipt_before_publishing() -> None:
         assert verifying[0] in (needs if isinstance(needs, list) else [needs])
 
 
+E2E = "tests/integration/test_action_e2e.py"
+
+
+def test_ci_runs_each_suite_once() -> None:
+    """Lint in one job, the end-to-end test in one job, the rest of pytest in one job."""
+    wf = _load(ROOT / ".github" / "workflows" / "ci.yml")
+    runs = [str(step.get("run", "")) for _, step in wf.steps()]
+    assert not [r for r in runs if "make test" in r], "`make test` re-runs lint and e2e"
+    assert len([r for r in runs if "make lint" in r]) == 1
+    pytest_runs = [r for r in runs if "make pytest" in r]
+    selecting_e2e = [r for r in pytest_runs if E2E in r and f"--ignore={E2E}" not in r]
+    assert len(selecting_e2e) == 1, "the end-to-end test must run in exactly one job"
+    rest = [r for r in pytest_runs if r not in selecting_e2e]
+    assert len(rest) == 1, "the other tests must run in exactly one job"
+    assert f"--ignore={E2E}" in rest[0], "the test job must leave the e2e test to its job"
+
+
 HOSTILE = """\
 on: pull_request_target
 permissions: write-all
