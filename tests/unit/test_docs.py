@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from gate import policy
+from gate.config import load_config
 from gate.model import ReasonCode, Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,3 +66,15 @@ def test_every_reason_code_is_documented() -> None:
     text = "".join(p.read_text(encoding="utf-8") for p in PAGES)
     missing = [c.value for c in ReasonCode if f"`{c.value}`" not in text]
     assert not missing, f"README.md and docs/ never name the reason codes {missing}"
+
+
+def _yaml_blocks(text: str) -> list[str]:
+    return re.findall(r"^```yaml\n(.*?)^```$", text, re.S | re.M)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_configuration_examples_load(page: Path) -> None:
+    """Every `.github/proofgate.yml` example in the docs is a valid configuration."""
+    for block in _yaml_blocks(page.read_text(encoding="utf-8")):
+        if block.startswith("version: 1\n"):
+            load_config(block.encode(), source=page.name, known_rules=frozenset(policy.RULES))
