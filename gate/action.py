@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gate.errors import GateError, UsageError
+from gate.git.store import git_env
 from gate.github.checks import (
     CHECK_NAME,
     OUTPUT_LIMIT_BYTES,
@@ -415,15 +416,9 @@ def fetch_private(inputs: ActionInputs, target: Target, dest: Path) -> tuple[str
         UsageError: the fetch failed or the head moved away from the event's SHA.
     """
     origin = inputs.origin_url or f"{inputs.server_url.rstrip('/')}/{inputs.repository}.git"
-    env: dict[str, str] = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(dest),
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_COUNT": "1",
-        "GIT_CONFIG_KEY_0": "safe.directory",
-        "GIT_CONFIG_VALUE_0": "*",
-    }
+    env = git_env(
+        dest, GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="safe.directory", GIT_CONFIG_VALUE_0="*"
+    )
     if inputs.token and origin.startswith(("https://", "http://")):
         # the token goes in an env-carried header, never on a command line or in a URL
         basic = base64.b64encode(f"x-access-token:{inputs.token}".encode()).decode()

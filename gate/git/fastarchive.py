@@ -40,6 +40,7 @@ from typing import IO
 import pygit2
 
 from gate.errors import RepoError
+from gate.git.store import git_env
 
 __all__ = ["ATTRIBUTES", "MAX_MTIME", "git_available", "git_archive"]
 
@@ -59,19 +60,6 @@ _PIPE_SIZE = 1 << 20  # fewer wake-ups between git and the reader (Linux only)
 def git_available() -> str | None:
     """The git executable on PATH, or None."""
     return shutil.which("git")
-
-
-def _env(store: Path) -> dict[str, str]:
-    return {
-        "PATH": os.environ.get("PATH", os.defpath),
-        "GIT_DIR": str(store),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_NO_REPLACE_OBJECTS": "1",
-        "HOME": str(store),
-        "XDG_CONFIG_HOME": str(store),
-        "LC_ALL": "C",
-    }
 
 
 def _prepare(repo: pygit2.Repository, store: Path, tree: pygit2.Oid, mtime: int) -> str:
@@ -119,7 +107,7 @@ def git_archive(
     with tempfile.TemporaryFile() as errors:
         proc = subprocess.Popen(  # noqa: S603 (fixed argv, no shell)
             argv,
-            env=_env(store),
+            env=git_env(store, git_dir=store),
             cwd=store,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

@@ -13,7 +13,6 @@ Re-application hands the captured bytes to `git apply --cached` in the private s
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
 import shutil
@@ -25,6 +24,7 @@ import pygit2
 from pygit2.enums import DeltaStatus, DiffFind, DiffOption, FileMode
 
 from gate.errors import RepoError
+from gate.git.store import git_env
 from gate.model import ChangeStatus, InventoryEntry, path_display
 
 __all__ = [
@@ -283,16 +283,8 @@ def apply_patch(store_path: Path, base_tree: str, data: bytes) -> str:
 
 
 def _git_env(store_path: Path) -> dict[str, str]:
-    return {
-        "PATH": os.environ.get("PATH", os.defpath),
-        "GIT_DIR": str(store_path),
-        "GIT_INDEX_FILE": str(store_path / "proofgate-apply-index"),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "HOME": str(store_path),
-        "XDG_CONFIG_HOME": str(store_path),
-        "LC_ALL": "C",
-    }
+    index = str(store_path / "proofgate-apply-index")
+    return git_env(store_path, git_dir=store_path, GIT_INDEX_FILE=index)
 
 
 def _git(

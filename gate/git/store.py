@@ -9,6 +9,7 @@ The user's repository gets no new objects, refs, index, config or worktree chang
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 import weakref
@@ -16,9 +17,34 @@ from pathlib import Path
 
 import pygit2
 
-__all__ = ["PrivateStore", "objects_dir"]
+__all__ = ["PrivateStore", "git_env", "objects_dir"]
 
 log = logging.getLogger("gate")
+
+
+def git_env(home: Path, *, git_dir: Path | None = None, **extra: str) -> dict[str, str]:
+    """The whole environment of a git subprocess, built from scratch.
+
+    Nothing is inherited but PATH: no `GIT_*` variable of the caller (a `GIT_DIR`,
+    `GIT_INDEX_FILE` or `GIT_CONFIG_*` would redirect or reconfigure git), no system or
+    global config (`apply.whitespace=fix` would rewrite content), `HOME` and the XDG
+    config home at `home`, replace refs off, no terminal prompt, the C locale. `extra`
+    adds or overrides variables (an index file, `GIT_CONFIG_COUNT` settings).
+    """
+    env = {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_NO_REPLACE_OBJECTS": "1",
+        "GIT_TERMINAL_PROMPT": "0",
+        "LC_ALL": "C",
+    }
+    if git_dir is not None:
+        env["GIT_DIR"] = str(git_dir)
+    env.update(extra)
+    return env
 
 
 def objects_dir(repo: pygit2.Repository) -> Path:
