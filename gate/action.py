@@ -29,7 +29,6 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,6 +47,7 @@ from gate.github.interface import (
     PullInfo,
 )
 from gate.model import Approval, Sha256, Verdict
+from gate.timefmt import rfc3339
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -343,7 +343,7 @@ class ReviewApprover:
                     f"{login} approved {commit_id[:12]}, not the head {target.head_sha[:12]}"
                 )
                 continue
-            candidates.append((login, "review", submitted_at or _rfc3339(self.clock())))
+            candidates.append((login, "review", submitted_at or rfc3339(self.clock())))
         if target.clicked is not None:
             if target.clicked.head_sha != target.head_sha:
                 self.refusals.append(
@@ -351,9 +351,7 @@ class ReviewApprover:
                     f"not the head {target.head_sha[:12]}"
                 )
             else:
-                candidates.append(
-                    (target.clicked.login, "requested-action", _rfc3339(self.clock()))
-                )
+                candidates.append((target.clicked.login, "requested-action", rfc3339(self.clock())))
         for login, method, when in candidates:
             if target.author is not None and login.lower() == target.author.lower():
                 # A HOLD asks for a second person; GitHub refuses self-reviews, and the
@@ -379,10 +377,6 @@ class ReviewApprover:
             return ""
         lines = "\n".join(f"- {r}" for r in self.refusals)
         return f"**Approval refused** (the result stays HELD):\n\n{lines}\n\n"
-
-
-def _rfc3339(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --- the private object store ---------------------------------------------------------
@@ -542,12 +536,11 @@ def _shown_path(inputs: ActionInputs, path: Path) -> str:
 
 
 def write_receipt(inputs: ActionInputs, run: ProofRun) -> tuple[Path, str]:
+    from gate.receipt import write_receipt_files
+
     out = _out_dir(inputs)
-    receipt_path = out / "receipt.json"
-    receipt_path.write_bytes(run.envelope)
-    (out / "receipt.md").write_text(run.markdown, encoding="utf-8")
-    (out / "patch.diff").write_bytes(run.patch)
-    return receipt_path, hashlib.sha256(run.envelope).hexdigest()
+    digest = write_receipt_files(out, envelope=run.envelope, markdown=run.markdown, patch=run.patch)
+    return out / "receipt.json", digest
 
 
 # --- prove mode -------------------------------------------------------------------------
@@ -698,7 +691,9 @@ def find_valid_receipt(
     problems: list[str] = []
     for envelope in envelopes:
         try:
-            statement = receipt.verify(envelope, keys, commit=commit, tree=tree, require=require)
+            statement = receipt.verify_statement(
+                envelope, keys, commit=commit, tree=tree, require=require
+            )
         except receipt.ReceiptError as e:
             if str(e) not in problems:
                 problems.append(str(e))

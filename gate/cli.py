@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -336,9 +337,9 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
         )
     if out is not None:
         try:
-            (out / "receipt.json").write_bytes(run.envelope)
-            (out / "receipt.md").write_text(run.markdown, encoding="utf-8")
-            (out / "patch.diff").write_bytes(run.patch)
+            receipt.write_receipt_files(
+                out, envelope=run.envelope, markdown=run.markdown, patch=run.patch
+            )
         except OSError as e:
             raise UsageError(f"cannot write the receipt into --out {out}: {e.strerror}") from e
         log.info("wrote %s, receipt.md and patch.diff", out / "receipt.json")
@@ -401,7 +402,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         return EXIT_VERIFY_FAILED
     patch = _read(args.patch, "--patch") if args.patch else None
     try:
-        statement = receipt.verify(
+        statement = receipt.verify_statement(
             envelope,
             keys,
             commit=args.commit,
@@ -432,7 +433,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     envelope = _read(args.receipt, "receipt")
     try:
         if args.key:
-            statement = receipt.verify(envelope, _load_keys(args.key))
+            statement = receipt.verify_statement(envelope, _load_keys(args.key))
         else:
             statement = receipt.unverified_statement(envelope)
             log.warning("shown UNVERIFIED: pass --key PUB to check the signature first")
@@ -471,9 +472,8 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
 
 
 def _cmd_approve(args: argparse.Namespace) -> int:
-    from datetime import UTC, datetime
-
     from gate import approval, receipt
+    from gate.timefmt import rfc3339
 
     key = receipt.load_private_key(_read(args.key, "--key"), source=str(args.key))
     patch_sha256, fingerprint = args.patch_sha256, args.policy_fingerprint
@@ -493,7 +493,7 @@ def _cmd_approve(args: argparse.Namespace) -> int:
             raise UsageError(f"--{flag} must be 64 lowercase hex digits, got {value!r}")
     doc = approval.create_approval(
         approver=args.approver,
-        approved_at=datetime.now(tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        approved_at=rfc3339(time.time()),
         patch_sha256=str(patch_sha256),
         policy_fingerprint=str(fingerprint),
         key=key,

@@ -38,6 +38,7 @@ from gate.github.interface import (
     ReviewInfo,
 )
 from gate.model import Verdict
+from gate.timefmt import rfc3339
 
 __all__ = [
     "ANNOTATIONS_PER_REQUEST",
@@ -492,9 +493,7 @@ class GitHubChecks:
                     login=r.user.login if r.user is not None else "",
                     state=(r.state or "").upper(),
                     commit_id=r.commit_id or "",
-                    submitted_at=(
-                        r.submitted_at.strftime("%Y-%m-%dT%H:%M:%SZ") if r.submitted_at else None
-                    ),
+                    submitted_at=(rfc3339(r.submitted_at) if r.submitted_at else None),
                 )
                 for r in pr.get_reviews()
             )

@@ -250,7 +250,7 @@ def add_pull(standin: GitHubStandIn, origin: Origin, number: int, *, fork: bool 
 def predicate_of(result: Result) -> dict[str, object]:
     envelope = (result.workspace / result.outputs["receipt"]).read_bytes()
     pub = receipt.load_public_key((KEYS / "trusted.pub").read_bytes(), source="test key")
-    statement = receipt.verify(envelope, [pub])
+    statement = receipt.verify_statement(envelope, [pub])
     predicate = statement["predicate"]
     assert isinstance(predicate, dict)
     return predicate
