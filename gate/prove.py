@@ -63,6 +63,7 @@ class ProveRequest:
     signing_key_pem: bytes | None = None
     run_checks: bool = True  # False: `proofgate policy` (evidence + policy, runs nothing)
     trigger: Trigger | None = None  # None: a local run (kind `local`)
+    builder: receipt.Builder | None = None  # the workflow run, when the Action proves
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,7 +97,10 @@ def _load_config(
         digest = hashlib.sha256(data).hexdigest()
         config = load_config(data, source=str(request.config_file), known_rules=known)
         return config, ConfigSource(
-            kind=ConfigSourceKind.FILE, path=str(request.config_file), blob=f"sha256:{digest}"
+            kind=ConfigSourceKind.FILE,
+            path=str(request.config_file),
+            blob=f"sha256:{digest}",
+            sha256=digest,
         )
     found = evidence.read_blob_at(ev.base.commit, request.config_path)
     if found is None:
@@ -105,7 +109,10 @@ def _load_config(
     source = f"{request.config_path} (base {ev.base.commit[:12]})"
     config = load_config(data, source=source, known_rules=known)
     return config, ConfigSource(
-        kind=ConfigSourceKind.BASE_TREE, path=request.config_path, blob=blob
+        kind=ConfigSourceKind.BASE_TREE,
+        path=request.config_path,
+        blob=blob,
+        sha256=hashlib.sha256(data).hexdigest(),
     )
 
 
@@ -290,6 +297,7 @@ def prove(
         started_at=rfc3339(started),
         finished_at=rfc3339(clock()),
         trigger=request.trigger,
+        builder=request.builder,
     )
     # `proofgate policy` ran nothing: its output is a pre-flight, never a verdict.
     report = built if request.run_checks else receipt.Preflight(predicate=built)

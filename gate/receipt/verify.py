@@ -405,3 +405,21 @@ def verify_statement(
     """
     expect = expectations(keys, commit=commit, tree=tree, patch=patch, require=require)
     return verify(envelope, expect, max_bytes=max_bytes).statement
+
+
+_BAD_BRANCH = re.compile(r"(^|/)\.|\.\.|//|@\{|[\x00-\x20\x7f~^:?*\[\\]|\.lock(/|$)|/$|\.$|^-|^@$")
+
+
+def branch_ref(name: str) -> str:
+    """The full ref `refs/heads/<name>` for a branch given as `main` or `refs/heads/main`.
+
+    Raises:
+        ValueError: empty, another kind of ref (`refs/tags/x`), or not a valid branch name
+            (`..`, spaces, `~^:?*[\\`, a trailing `/` or `.lock`, ...).
+    """
+    if name.startswith("refs/") and not name.startswith("refs/heads/"):
+        raise ValueError(f"{name!r} is not a branch (expected NAME or refs/heads/NAME)")
+    short = name.removeprefix("refs/heads/")
+    if not short or _BAD_BRANCH.search(short):
+        raise ValueError(f"{name!r} is not a valid branch name")
+    return f"refs/heads/{short}"

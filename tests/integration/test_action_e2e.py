@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from gate import receipt
-from gate.action import pr_external_id, verify_from_github
+from gate.action import pr_external_id
 from gate.github.checks import GitHubChecks, RetryPolicy
+from gate.github.receipts import LocalTrees, find_valid_receipt
 from gate.model import Verdict
 from tests.github_standin.fixtures import REPO, TOKEN, running_standin
 from tests.github_standin.server import GitHubStandIn
@@ -182,6 +183,9 @@ def run_action(
         "GITHUB_API_URL": standin.api_url,
         "GITHUB_SERVER_URL": standin.web_url,
         "GITHUB_RUN_ID": "4242",
+        "GITHUB_WORKFLOW_REF": f"{REPO}/.github/workflows/proofgate.yml@refs/heads/main",
+        "GITHUB_REF": "refs/heads/main",
+        "GITHUB_SHA": origin.main,
         "GITHUB_ACTIONS": "true",
         "PROOFGATE_ORIGIN_URL": "/github/origin",
         "PROOFGATE_GITHUB_TOKEN": TOKEN,
@@ -256,6 +260,23 @@ def predicate_of(result: Result) -> dict[str, object]:
     return predicate
 
 
+def release_check(
+    standin: GitHubStandIn, origin: Origin, sha: str, *, accept_reproof: bool = False
+) -> tuple[bool, str]:
+    """Release verification of `sha`, its configuration read from the origin's objects."""
+    pub = receipt.load_public_key((KEYS / "trusted.pub").read_bytes(), source="test key")
+    with LocalTrees(origin.path) as trees:
+        envelope, message = find_valid_receipt(
+            api_for(standin),
+            sha,
+            [pub],
+            Verdict.PROVEN,
+            blob_at=trees.blob_at,
+            accept_reproof=accept_reproof,
+        )
+    return envelope is not None, message
+
+
 def api_for(standin: GitHubStandIn) -> GitHubChecks:
     policy = RetryPolicy(attempts=2, backoff=0.01, max_wait=1, timeout=5, write_interval=0)
     return GitHubChecks(REPO, TOKEN, api_url=standin.api_url, retry=policy)
@@ -277,6 +298,17 @@ def test_proven_pr_then_rerun_updates_the_same_check_run(
     # base is main's current tip, not the stale base.sha of the event
     assert predicate["base"]["commit"] == origin.main  # type: ignore[index]
     assert predicate["head"]["commit"] == origin.pulls[1]  # type: ignore[index]
+    assert predicate["trigger"] == {
+        "kind": "pull_request",
+        "base_ref": "refs/heads/main",
+        "pull_request": 1,
+    }
+    assert predicate["builder"] == {
+        "workflow": f"{REPO}/.github/workflows/proofgate.yml@refs/heads/main",
+        "run_id": "4242",
+        "ref": "refs/heads/main",
+        "sha": origin.main,
+    }
     assert (first.workspace / "checkout-of-base.txt").read_text() == "the runner's checkout\n"
     assert sorted(p.name for p in first.workspace.iterdir()) == [
         ".proofgate",
@@ -291,8 +323,7 @@ def test_proven_pr_then_rerun_updates_the_same_check_run(
     # release-job verification finds and verifies the receipt on the check run, but main
     # moved on: the proven tree (main + patch) is not the head commit's own tree, so this
     # receipt does not vouch for the head commit as a release
-    pub = receipt.load_public_key((KEYS / "trusted.pub").read_bytes(), source="test key")
-    ok, message = verify_from_github(api_for(standin), origin.pulls[1], [pub], Verdict.PROVEN)
+    ok, message = release_check(standin, origin, origin.pulls[1])
     assert not ok
     assert "tree" in message
 
@@ -360,8 +391,38 @@ def test_merge_group_proves_the_queue_commit(
     (run,) = standin.check_runs()
     assert (run.head_sha, run.external_id) == (origin.queue_head, "proofgate;merge-group")
     # the queue commit is what lands: its receipt verifies for a release of that commit
-    pub = receipt.load_public_key((KEYS / "trusted.pub").read_bytes(), source="test key")
-    ok, message = verify_from_github(api_for(standin), origin.queue_head, [pub], Verdict.PROVEN)
+    assert predicate["trigger"] == {"kind": "merge_group", "base_ref": "refs/heads/main"}
+    ok, message = release_check(standin, origin, origin.queue_head)
+    assert ok, message
+    assert "merge_group onto refs/heads/main" in message
+    assert "signed by workflow" in message
+
+
+def test_reproof_of_a_pushed_commit_says_so_and_does_not_vouch_for_a_release(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    """Issue 15: a commit pushed straight to main, re-proven by workflow_dispatch with its
+    SHA, is PROVEN with an empty patch that no policy judged. The receipt and the check run
+    say it is a re-proof, and release verification refuses it unless told otherwise."""
+    event: dict[str, object] = {"inputs": {"pull-request": origin.main}}
+    result = run_action(
+        action_image,
+        standin,
+        origin,
+        tmp_path,
+        "workflow_dispatch",
+        event,
+        PROOFGATE_PULL_REQUEST=origin.main,
+    )
+    assert result.code == 0, result.stderr
+    predicate = predicate_of(result)
+    assert predicate["trigger"] == {"kind": "commit", "base_ref": "refs/heads/main"}
+    (run,) = standin.check_runs()
+    assert "Re-proof of a commit" in (run.summary or "")
+    ok, message = release_check(standin, origin, origin.main)
+    assert not ok
+    assert "trigger.kind is 'commit'; 'merge_group or pull_request' is required" in message
+    ok, message = release_check(standin, origin, origin.main, accept_reproof=True)
     assert ok, message
 
 
