@@ -41,6 +41,9 @@ checks:
 policy:
   protected: ["ops/**"]
 """
+LAX_CONFIG = CONFIG.replace(
+    '[["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider"]]', '[["true"]]'
+)
 CALC = "def add(a, b):\n    return a + b\n"
 TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
 GIT_ENV = {
@@ -104,6 +107,12 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Origin:
     for number, files in changes.items():
         git(work, "checkout", "-q", "-b", f"pr{number}", base)
         pulls[number] = write_commit(work, files, f"pr {number}")
+    # a branch whose configuration is laxer (its test is `true`) and a PR into it that
+    # breaks what main's configuration tests
+    git(work, "checkout", "-q", "-b", "lax", base)
+    write_commit(work, {".github/proofgate.yml": LAX_CONFIG}, "lax checks")
+    git(work, "checkout", "-q", "-b", "pr5")
+    pulls[5] = write_commit(work, {"calc.py": "def add(a, b):\n    return a - b\n"}, "pr 5")
     git(work, "checkout", "-q", "main")
     main = write_commit(work, {"NOTES.md": "main moved on\n"}, "main moves")
     # the merge queue's commit: main + PR 1
@@ -113,7 +122,7 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Origin:
     bare = root / "origin.git"
     git(root, "init", "-q", "--bare", str(bare))
     queue_ref = f"refs/heads/gh-readonly-queue/main/pr-1-{pulls[1]}"
-    refspecs = ["main:refs/heads/main", f"queue:{queue_ref}"]
+    refspecs = ["main:refs/heads/main", f"queue:{queue_ref}", "lax:refs/heads/lax"]
     refspecs += [f"pr{n}:refs/pull/{n}/head" for n in pulls]
     git(work, "push", "-q", str(bare), *refspecs)
     return Origin(bare, base, main, pulls, queue_ref, queue_head)
@@ -223,7 +232,9 @@ def run_action(
     )
 
 
-def pr_event(origin: Origin, number: int, *, fork: bool = False) -> dict[str, object]:
+def pr_event(
+    origin: Origin, number: int, *, fork: bool = False, base_ref: str = "main"
+) -> dict[str, object]:
     head_repo = "forker/widgets" if fork else REPO
     return {
         "action": "synchronize",
@@ -236,7 +247,7 @@ def pr_event(origin: Origin, number: int, *, fork: bool = False) -> dict[str, ob
                 "repo": {"full_name": head_repo},
             },
             # base.sha is stale on purpose: the action must use main's current tip
-            "base": {"sha": origin.stale_base, "ref": "main", "repo": {"full_name": REPO}},
+            "base": {"sha": origin.stale_base, "ref": base_ref, "repo": {"full_name": REPO}},
         },
     }
 
@@ -424,6 +435,30 @@ def test_reproof_of_a_pushed_commit_says_so_and_does_not_vouch_for_a_release(
     assert "trigger.kind is 'commit'; 'merge_group or pull_request' is required" in message
     ok, message = release_check(standin, origin, origin.main, accept_reproof=True)
     assert ok, message
+
+
+def test_pr_into_a_laxer_branch_does_not_vouch_for_a_release(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    """Issue 15: a pull request into `lax` (its test is `true`) is PROVEN and its proven
+    tree is the head's own tree; a tag on that head must still not pass release
+    verification, which wants a receipt proven for the default branch."""
+    standin.add_pull(REPO, 5, head_sha=origin.pulls[5], base_sha=origin.stale_base, base_ref="lax")
+    event = pr_event(origin, 5, base_ref="lax")
+    result = run_action(action_image, standin, origin, tmp_path, "pull_request", event)
+    assert result.code == 0, result.stderr
+    predicate = predicate_of(result)
+    assert predicate["trigger"] == {
+        "kind": "pull_request",
+        "base_ref": "refs/heads/lax",
+        "pull_request": 5,
+    }
+    assert predicate["proven_tree"] == predicate["head"]["tree"]  # type: ignore[index]
+    (run,) = standin.check_runs()
+    assert run.name == "proofgate (base: lax)"
+    ok, message = release_check(standin, origin, origin.pulls[5])
+    assert not ok
+    assert "trigger.base_ref is 'refs/heads/lax'; 'refs/heads/main' is required" in message
 
 
 def review_event(origin: Origin, number: int, *, user: str, commit_id: str) -> dict[str, object]:
