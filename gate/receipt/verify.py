@@ -216,8 +216,12 @@ class ConfigBlob(_NoKeys):
         if config.source != "base-tree" or config.path is None:
             raise VerificationError("config.source", "base-tree", config.source)
         want = self._blob if self._blob_at is None else self._blob_at(config.path)
-        if want is None or config.blob != want:
-            raise VerificationError(f"config.blob ({config.path})", want, config.blob)
+        field = f"config.blob ({config.path})"
+        if want is None:
+            message = f"{field} is {config.blob!r}; the released tree has no such file"
+            raise VerificationError(field, None, config.blob, message)
+        if config.blob != want:
+            raise VerificationError(field, want, config.blob)
 
 
 class TriggerIn(_NoKeys):
