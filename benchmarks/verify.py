@@ -33,7 +33,7 @@ FALLBACK = (
     "import sys; from pathlib import Path; from gate import receipt; "
     "from gate.model import Verdict; "
     "k = receipt.load_public_key(Path(sys.argv[2]).read_bytes(), source=sys.argv[2]); "
-    "receipt.verify(Path(sys.argv[1]).read_bytes(), [k], require=Verdict.PROVEN)"
+    "receipt.verify_statement(Path(sys.argv[1]).read_bytes(), [k], require=Verdict.PROVEN)"
 )
 
 

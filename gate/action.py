@@ -29,7 +29,6 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,7 +47,10 @@ from gate.github.interface import (
     GitHubError,
     PullInfo,
 )
-from gate.model import Approval, Sha256, Verdict
+from gate.model import Approval, Sha256, Trigger, TriggerKind, Verdict
+from gate.receipt.predicate import Builder
+from gate.receipt.verify import branch_ref
+from gate.timefmt import rfc3339
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -75,6 +77,15 @@ def _truthy(value: str, *, name: str) -> bool:
     raise UsageError(f"input {name}: expected true or false, got {value!r}")
 
 
+def _branch_input(value: str) -> str | None:
+    if not value.strip():
+        return None
+    try:
+        return branch_ref(value.strip())
+    except ValueError as e:
+        raise UsageError(f"input branch: {e}") from e
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ActionInputs:
     """The Action's inputs (from `runs.env`) and the runner's GITHUB_* variables."""
@@ -99,6 +110,9 @@ class ActionInputs:
     sha: str
     origin_url: str  # test override: a local bare repository standing in for GitHub
     out_dir: str
+    verify_branch: str | None = None  # verify mode: full ref releases come from (None: default)
+    accept_reproof: bool = False  # verify mode: count receipts of a re-proven commit
+    builder: Builder | None = None  # the workflow run, recorded in the receipt
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ActionInputs:
@@ -132,6 +146,11 @@ class ActionInputs:
             sha=env.get("PROOFGATE_COMMIT") or env.get("GITHUB_SHA") or "",
             origin_url=env.get("PROOFGATE_ORIGIN_URL") or "",
             out_dir=env.get("PROOFGATE_OUT_DIR") or "",
+            verify_branch=_branch_input(env.get("PROOFGATE_BRANCH") or ""),
+            accept_reproof=_truthy(
+                env.get("PROOFGATE_ACCEPT_REPROOF") or "false", name="accept-reproof"
+            ),
+            builder=Builder.from_env(env),
         )
 
     @property
@@ -219,6 +238,19 @@ def _pr_target(pull: PullInfo, clicked: ClickedApproval | None = None) -> Target
         author=pull.author or None,
         base_branch=pull.base_ref,
     )
+
+
+def trigger_of(event_name: str, target: Target) -> Trigger:
+    """What the receipt vouches for (SPEC §4 `trigger`): a pull request, a merge queue's
+    group, or a re-proof of one commit (workflow_dispatch with a SHA)."""
+    if event_name == "merge_group":
+        kind = TriggerKind.MERGE_GROUP
+    elif target.pr is not None:
+        kind = TriggerKind.PULL_REQUEST
+    else:
+        kind = TriggerKind.COMMIT
+    base_ref = f"refs/heads/{target.base_branch}" if target.base_branch else None
+    return Trigger(kind=kind, base_ref=base_ref, pull_request=target.pr)
 
 
 def resolve_target(
@@ -344,7 +376,7 @@ class ReviewApprover:
                     f"{login} approved {commit_id[:12]}, not the head {target.head_sha[:12]}"
                 )
                 continue
-            candidates.append((login, "review", submitted_at or _rfc3339(self.clock())))
+            candidates.append((login, "review", submitted_at or rfc3339(self.clock())))
         if target.clicked is not None:
             if target.clicked.head_sha != target.head_sha:
                 self.refusals.append(
@@ -352,9 +384,7 @@ class ReviewApprover:
                     f"not the head {target.head_sha[:12]}"
                 )
             else:
-                candidates.append(
-                    (target.clicked.login, "requested-action", _rfc3339(self.clock()))
-                )
+                candidates.append((target.clicked.login, "requested-action", rfc3339(self.clock())))
         for login, method, when in candidates:
             if target.author is not None and login.lower() == target.author.lower():
                 # A HOLD asks for a second person; GitHub refuses self-reviews, and the
@@ -380,10 +410,6 @@ class ReviewApprover:
             return ""
         lines = "\n".join(f"- {r}" for r in self.refusals)
         return f"**Approval refused** (the result stays HELD):\n\n{lines}\n\n"
-
-
-def _rfc3339(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --- the private object store ---------------------------------------------------------
@@ -537,12 +563,11 @@ def _shown_path(inputs: ActionInputs, path: Path) -> str:
 
 
 def write_receipt(inputs: ActionInputs, run: ProofRun) -> tuple[Path, str]:
+    from gate.receipt import write_receipt_files
+
     out = _out_dir(inputs)
-    receipt_path = out / "receipt.json"
-    receipt_path.write_bytes(run.envelope)
-    (out / "receipt.md").write_text(run.markdown, encoding="utf-8")
-    (out / "patch.diff").write_bytes(run.patch)
-    return receipt_path, hashlib.sha256(run.envelope).hexdigest()
+    digest = write_receipt_files(out, envelope=run.envelope, markdown=run.markdown, patch=run.patch)
+    return out / "receipt.json", digest
 
 
 # --- prove mode -------------------------------------------------------------------------
@@ -582,6 +607,8 @@ def run_prove(
                 head=head,
                 config_path=inputs.config_path,
                 signing_key_pem=inputs.signing_key,
+                trigger=trigger_of(inputs.event_name, target),
+                builder=inputs.builder,
             )
             with GitRepository(private, name=inputs.repository) as evidence:
                 run = prove(
@@ -672,63 +699,22 @@ def load_keys(pem_text: str, *, source: str) -> list[Ed25519PublicKey]:
     return [receipt.load_public_key(b.encode(), source=source) for b in blocks]
 
 
-def find_valid_receipt(
-    api: ChecksAPI, commit: str, keys: Sequence[Ed25519PublicKey], require: Verdict | None
-) -> tuple[bytes | None, str]:
-    """The first receipt on `commit`'s check runs that verifies (signature by one of `keys`,
-    subjects naming exactly `commit` and, as proven tree, exactly that commit's own tree,
-    verdict meeting `require`), and a one-line message.
-
-    The tree matters: a pull request proven against a base that has since moved has a
-    proven tree other than its head's, so its receipt says nothing about the head commit
-    as released. The check run's conclusion is never consulted: anyone with write access
-    can set it."""
-    from gate import receipt
-
-    commit = commit.lower()
-    envelopes = api.receipts_for_commit(commit)
-    if not envelopes:
-        return None, f"no proofgate receipt on the check runs of {commit} in {api.repository}"
-    tree = api.commit_tree(commit).lower()
-    problems: list[str] = []
-    for envelope in envelopes:
-        try:
-            statement = receipt.verify(envelope, keys, commit=commit, tree=tree, require=require)
-        except receipt.ReceiptError as e:
-            if str(e) not in problems:
-                problems.append(str(e))
-            continue
-        predicate = statement.get("predicate")
-        verdict = predicate.get("verdict") if isinstance(predicate, dict) else None
-        repository = predicate.get("repository") if isinstance(predicate, dict) else None
-        if repository != api.repository:
-            problem = f"receipt is for repository {repository!r}, not {api.repository!r}"
-            if problem not in problems:
-                problems.append(problem)
-            continue
-        return envelope, f"valid {verdict} receipt for {commit} in {api.repository}"
-    return None, (
-        f"{len(envelopes)} receipt(s) on {commit} in {api.repository}, none valid: "
-        + "; ".join(problems)
-    )
-
-
-def verify_from_github(
-    api: ChecksAPI, commit: str, keys: Sequence[Ed25519PublicKey], require: Verdict | None
-) -> tuple[bool, str]:
-    """`proofgate verify --github OWNER/REPO --commit SHA --key PUB...` (SPEC §5).
-
-    True only if one valid receipt exists for exactly that commit. Raises GitHubError
-    when the API cannot be read."""
-    envelope, message = find_valid_receipt(api, commit, keys, require)
-    return envelope is not None, message
-
-
 def run_verify(inputs: ActionInputs, api: ChecksAPI) -> int:
     if not _HEX40.fullmatch(inputs.sha.lower()):
         raise UsageError(f"verify mode needs a 40-hex commit (GITHUB_SHA), got {inputs.sha!r}")
+    from gate.github.receipts import LocalTrees, find_valid_receipt
+
     keys = load_keys(inputs.verify_keys, source="the verify-keys input")
-    envelope, message = find_valid_receipt(api, inputs.sha, keys, Verdict.PROVEN)
+    with LocalTrees(Path(inputs.workspace)) as trees:
+        envelope, message = find_valid_receipt(
+            api,
+            inputs.sha,
+            keys,
+            Verdict.PROVEN,
+            blob_at=trees.blob_at,
+            branch=inputs.verify_branch,
+            accept_reproof=inputs.accept_reproof,
+        )
     if envelope is None:
         print(f"::error title=proofgate verify::{escape_data(message)}")
         _set_outputs(inputs, {"verdict": "UNVERIFIED"})

@@ -13,9 +13,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
-from gate.journal import canonical_json
 from gate.model import Approval, JsonDict, Sha256
-from gate.receipt import ReceiptError, keyid, open_envelope, parse_json, sign
+from gate.receipt import ReceiptError, canonical_json, keyid, open_envelope, parse_json, sign
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (

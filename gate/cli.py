@@ -12,13 +12,14 @@ import logging
 import os
 import re
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gate import __version__
 from gate.errors import GateError, UsageError
-from gate.model import JsonDict, Verdict
+from gate.model import JsonDict, Trigger, TriggerKind, Verdict
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -148,6 +149,32 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="OWNER/REPO",
         help="find the receipts through the commit's check runs (needs --commit; token from "
         "GITHUB_TOKEN, API from GITHUB_API_URL)",
+    )
+    p.add_argument(
+        "--repository",
+        metavar="OWNER/REPO",
+        help="the repository the receipt must be for (with --github: that repository)",
+    )
+    p.add_argument(
+        "--branch",
+        metavar="REF",
+        help="the branch the change must have been proven for (trigger.base_ref; NAME or "
+        "refs/heads/NAME); also requires a pull_request or merge_group trigger. With "
+        "--github the default is the repository's default branch",
+    )
+    p.add_argument(
+        "--accept-reproof",
+        action="store_true",
+        help="also accept a re-proof of a commit (trigger kind `commit`): it proves the "
+        "commit's tree, not that a policy judged the change",
+    )
+    p.add_argument(
+        "--repo",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="with --github: a checkout holding the released commit, whose configuration "
+        "blob the receipt must match (default .)",
     )
 
     p = sub.add_parser(
@@ -314,14 +341,16 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
     out: Path | None = getattr(args, "out", None)
     if out is not None:
         _prepare_out_dir(out)
-    request = ProveRequest(
-        base=args.base,
-        head=args.head,
-        config_file=args.config,
-        signing_key_pem=key_pem,
-        run_checks=run_checks,
-    )
     with GitRepository(args.repo) as evidence:
+        request = ProveRequest(
+            base=args.base,
+            head=args.head,
+            config_file=args.config,
+            signing_key_pem=key_pem,
+            run_checks=run_checks,
+            # SPEC §4: a local run; base_ref only when --base names a local branch
+            trigger=Trigger(kind=TriggerKind.LOCAL, base_ref=evidence.local_branch(args.base)),
+        )
         run = prove(
             request,
             evidence=evidence,
@@ -336,9 +365,9 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
         )
     if out is not None:
         try:
-            (out / "receipt.json").write_bytes(run.envelope)
-            (out / "receipt.md").write_text(run.markdown, encoding="utf-8")
-            (out / "patch.diff").write_bytes(run.patch)
+            receipt.write_receipt_files(
+                out, envelope=run.envelope, markdown=run.markdown, patch=run.patch
+            )
         except OSError as e:
             raise UsageError(f"cannot write the receipt into --out {out}: {e.strerror}") from e
         log.info("wrote %s, receipt.md and patch.diff", out / "receipt.json")
@@ -362,10 +391,22 @@ def _load_keys(paths: Sequence[Path]) -> list[Ed25519PublicKey]:
     return [receipt.load_public_key(_read(p, "--key"), source=str(p)) for p in paths]
 
 
+def _branch_arg(value: str | None) -> str | None:
+    from gate.receipt.verify import branch_ref
+
+    if value is None:
+        return None
+    try:
+        return branch_ref(value)
+    except ValueError as e:
+        raise UsageError(f"--branch: {e}") from e
+
+
 def _cmd_verify(args: argparse.Namespace) -> int:
     from gate import receipt
 
     keys = _load_keys(args.key)
+    branch = _branch_arg(args.branch)
     if args.github:
         if not args.commit:
             raise UsageError("verify --github needs --commit SHA")
@@ -378,13 +419,25 @@ def _cmd_verify(args: argparse.Namespace) -> int:
                 "verify --github reads the check runs with a token: set GITHUB_TOKEN "
                 "(a token with `checks: read` on the repository)"
             )
-        from gate.action import verify_from_github
+        if args.repository is not None and args.repository != args.github:
+            raise UsageError(f"--repository {args.repository} contradicts --github {args.github}")
         from gate.github.checks import GitHubChecks
         from gate.github.interface import GitHubError
+        from gate.github.receipts import LocalTrees, find_valid_receipt
 
         api = GitHubChecks.from_env({**os.environ, "GITHUB_REPOSITORY": args.github})
         try:
-            ok, message = verify_from_github(api, args.commit, keys, args.require)
+            with LocalTrees(args.repo) as trees:
+                found, message = find_valid_receipt(
+                    api,
+                    args.commit,
+                    keys,
+                    args.require,
+                    blob_at=trees.blob_at,
+                    branch=branch,
+                    accept_reproof=args.accept_reproof,
+                )
+            ok = found is not None
         except GitHubError as e:
             ok, message = False, f"cannot read the receipts from GitHub: {e}"
         if ok:
@@ -394,27 +447,40 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         return EXIT_VERIFY_FAILED
     if args.receipt is None:
         raise UsageError("verify needs a RECEIPT file or --github OWNER/REPO")
+    if args.accept_reproof and branch is None:
+        raise UsageError("--accept-reproof only means something with --branch")
     try:
         envelope = args.receipt.read_bytes()
     except OSError as e:
         sys.stderr.write(f"proofgate: verify failed: cannot read {args.receipt}: {e.strerror}\n")
         return EXIT_VERIFY_FAILED
     patch = _read(args.patch, "--patch") if args.patch else None
+    triggers = None
+    if branch is not None:  # a release-style check: how the change reached the branch
+        triggers = {TriggerKind.PULL_REQUEST, TriggerKind.MERGE_GROUP}
+        if args.accept_reproof:
+            triggers.add(TriggerKind.COMMIT)
+    expect = receipt.expectations(
+        keys,
+        commit=args.commit,
+        tree=args.tree,
+        patch=patch,
+        repository=args.repository,
+        branch=branch,
+        triggers=triggers,
+        require=args.require,
+    )
     try:
-        statement = receipt.verify(
-            envelope,
-            keys,
-            commit=args.commit,
-            tree=args.tree,
-            patch=patch,
-            require=args.require,
-        )
+        verified = receipt.verify(envelope, expect)
     except receipt.ReceiptError as e:
         sys.stderr.write(f"proofgate: verify failed: {e}\n")
         return EXIT_VERIFY_FAILED
-    predicate = statement.get("predicate")
-    verdict = predicate.get("verdict") if isinstance(predicate, dict) else None
-    log.info("receipt verified: verdict %s", verdict)
+    log.info("receipt verified: verdict %s", verified.verdict)
+    builder = verified.predicate.builder
+    if builder is not None:
+        log.info(
+            "signed by workflow %s (run %s, %s)", builder.workflow, builder.run_id, builder.ref
+        )
     return 0
 
 
@@ -432,12 +498,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
     envelope = _read(args.receipt, "receipt")
     try:
         if args.key:
-            statement = receipt.verify(envelope, _load_keys(args.key))
+            statement = receipt.verify_statement(envelope, _load_keys(args.key))
         else:
             statement = receipt.unverified_statement(envelope)
             log.warning("shown UNVERIFIED: pass --key PUB to check the signature first")
     except receipt.ReceiptError as e:
-        sys.stderr.write(f"proofgate: cannot show {args.receipt}: {e}\n")
+        what = "did not verify" if args.key else "is not a receipt"
+        sys.stderr.write(f"proofgate: cannot show {args.receipt}: it {what}: {e}\n")
         return EXIT_VERIFY_FAILED
     predicate = statement.get("predicate")
     if not isinstance(predicate, dict):
@@ -446,7 +513,11 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(render.to_json(predicate) + "\n")
     else:
-        sys.stdout.write(render.to_markdown(predicate, signed=_has_signatures(envelope)))
+        # Without a key nothing was checked: the page itself must say so (a junk signature
+        # is still "some signature").
+        sys.stdout.write(
+            render.to_markdown(predicate, signed=_has_signatures(envelope), verified=bool(args.key))
+        )
     return 0
 
 
@@ -471,9 +542,8 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
 
 
 def _cmd_approve(args: argparse.Namespace) -> int:
-    from datetime import UTC, datetime
-
     from gate import approval, receipt
+    from gate.timefmt import rfc3339
 
     key = receipt.load_private_key(_read(args.key, "--key"), source=str(args.key))
     patch_sha256, fingerprint = args.patch_sha256, args.policy_fingerprint
@@ -493,7 +563,7 @@ def _cmd_approve(args: argparse.Namespace) -> int:
             raise UsageError(f"--{flag} must be 64 lowercase hex digits, got {value!r}")
     doc = approval.create_approval(
         approver=args.approver,
-        approved_at=datetime.now(tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        approved_at=rfc3339(time.time()),
         patch_sha256=str(patch_sha256),
         policy_fingerprint=str(fingerprint),
         key=key,

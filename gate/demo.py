@@ -152,13 +152,11 @@ def run_demo(*, out: Path, image: str) -> int:
     repo_dir = out / "calc"
     _make_repo(repo_dir, image)
     run = _prove(repo_dir, "main", "feature", priv, None)
-    (out / "receipt.json").write_bytes(run.envelope)
-    (out / "receipt.md").write_text(run.markdown, encoding="utf-8")
-    (out / "patch.diff").write_bytes(run.patch)
+    receipt.write_receipt_files(out, envelope=run.envelope, markdown=run.markdown, patch=run.patch)
     head = str(run.predicate["head"]["commit"])  # type: ignore[index]
     ok = run.verdict is Verdict.PROVEN
     try:
-        receipt.verify(
+        receipt.verify_statement(
             run.envelope, [public_key], commit=head, patch=run.patch, require=Verdict.PROVEN
         )
         log.info("     verdict %s; receipt verified against %s", run.verdict.value, head[:12])

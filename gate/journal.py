@@ -13,15 +13,11 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 
 from gate.model import JsonDict
+from gate.receipt.canonical import canonical_json
+
+__all__ = ["GENESIS", "Journal", "canonical_json", "event_hash", "verify_chain"]
 
 GENESIS = "0" * 64
-
-
-def canonical_json(value: object) -> bytes:
-    """The one serialization used for hashing and signing: sorted keys, compact, UTF-8."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
-        "utf-8"
-    )
 
 
 def event_hash(event: Mapping[str, object]) -> str:

@@ -391,9 +391,13 @@ class ConfigSource:
     kind: ConfigSourceKind
     path: str
     blob: str  # git blob id for base-tree, "sha256:<hex>" of the bytes for a file
+    sha256: str | None = None  # SHA-256 of the configuration's bytes (SPEC §4)
 
     def to_dict(self) -> JsonDict:
-        return {"source": self.kind.value, "path": self.path, "blob": self.blob}
+        d: JsonDict = {"source": self.kind.value, "path": self.path, "blob": self.blob}
+        if self.sha256 is not None:
+            d["sha256"] = self.sha256
+        return d
 
 
 # --- policy -------------------------------------------------------------------------

@@ -13,10 +13,9 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
-from gate import __version__, policy, receipt, render
+from gate import policy, receipt, render
 from gate.config import DEFAULT_CONFIG_PATH, load_config
 from gate.errors import UsageError
 from gate.git.interface import EvidenceSource, UnsafeTreeError
@@ -35,15 +34,14 @@ from gate.model import (
     Reason,
     Sha256,
     Trigger,
-    TriggerKind,
     Verdict,
 )
 from gate.sandbox.interface import ImageError, Sandbox, SandboxError
-from gate.verdict import Outcome, RunEvidence, decide, preflight
+from gate.timefmt import rfc3339
+from gate.verdict import RunEvidence, decide, preflight
 
 log = logging.getLogger("gate")
 
-TOOL_NAME = "proofgate"
 MAX_ANALYZED_BYTES = 64 * 1024 * 1024  # the policy's import graph reads at most this much
 
 Approver = Callable[[Sha256, Sha256], Approval | None]
@@ -65,6 +63,7 @@ class ProveRequest:
     signing_key_pem: bytes | None = None
     run_checks: bool = True  # False: `proofgate policy` (evidence + policy, runs nothing)
     trigger: Trigger | None = None  # None: a local run (kind `local`)
+    builder: receipt.Builder | None = None  # the workflow run, when the Action proves
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,10 +77,6 @@ class ProofRun:
     patch: bytes = field(repr=False)
     markdown: str
     signed: bool
-
-
-def rfc3339(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _load_config(
@@ -102,7 +97,10 @@ def _load_config(
         digest = hashlib.sha256(data).hexdigest()
         config = load_config(data, source=str(request.config_file), known_rules=known)
         return config, ConfigSource(
-            kind=ConfigSourceKind.FILE, path=str(request.config_file), blob=f"sha256:{digest}"
+            kind=ConfigSourceKind.FILE,
+            path=str(request.config_file),
+            blob=f"sha256:{digest}",
+            sha256=digest,
         )
     found = evidence.read_blob_at(ev.base.commit, request.config_path)
     if found is None:
@@ -111,7 +109,10 @@ def _load_config(
     source = f"{request.config_path} (base {ev.base.commit[:12]})"
     config = load_config(data, source=source, known_rules=known)
     return config, ConfigSource(
-        kind=ConfigSourceKind.BASE_TREE, path=request.config_path, blob=blob
+        kind=ConfigSourceKind.BASE_TREE,
+        path=request.config_path,
+        blob=blob,
+        sha256=hashlib.sha256(data).hexdigest(),
     )
 
 
@@ -185,48 +186,6 @@ def _run_checks(
         journal.append("interrupted")
         return _CleanRoom(image=image, results=tuple(results), interrupted=True)
     return _CleanRoom(image=image, results=tuple(results))
-
-
-def build_predicate(
-    *,
-    outcome: Outcome,
-    run: RunEvidence,
-    config_source: ConfigSource | None,
-    config: Config | None,
-    journal: Journal,
-    started_at: str,
-    finished_at: str,
-    trigger: Trigger | None = None,
-) -> JsonDict:
-    """SPEC §4: the predicate, as plain JSON data. Pure."""
-    ev = run.evidence
-    checks: list[JsonDict] = [r.to_dict() for r in run.results]
-    predicate: JsonDict = {
-        "verdict": outcome.verdict.value,
-        "reasons": [r.to_dict() for r in outcome.reasons],
-        "repository": ev.repository,
-        "trigger": (trigger or Trigger(kind=TriggerKind.LOCAL)).to_dict(),
-        "base": ev.base.to_dict(),
-        "merge_base": ev.merge_base,
-        "head": ev.head.to_dict(),
-        "proven_tree": ev.proven_tree,
-        "patch": ev.patch.to_dict(),
-        "inventory": [e.to_dict() for e in ev.inventory],
-        "coverage": ev.coverage.to_dict(),
-        "config": config_source.to_dict() if config_source else {"source": "none"},
-        "policy": run.policy.to_dict(),
-        "checks": checks,
-        "journal": journal.to_dict(),
-        "tool": {"name": TOOL_NAME, "version": __version__},
-        "started_at": started_at,
-        "finished_at": finished_at,
-    }
-    if config is not None:
-        predicate["image"] = config.image
-        predicate["check_limits"] = {c.name: c.limits.to_dict() for c in config.checks}
-    if run.approval is not None:
-        predicate["approval"] = run.approval.to_dict()
-    return predicate
 
 
 def prove(
@@ -329,7 +288,7 @@ def prove(
         "verdict", verdict=outcome.verdict.value, reasons=[r.code.value for r in outcome.reasons]
     )
 
-    predicate = build_predicate(
+    built = receipt.build_predicate(
         outcome=outcome,
         run=run,
         config_source=config_source,
@@ -338,11 +297,11 @@ def prove(
         started_at=rfc3339(started),
         finished_at=rfc3339(clock()),
         trigger=request.trigger,
+        builder=request.builder,
     )
-    if not request.run_checks:
-        # `proofgate policy` ran nothing: it must never read as a verdict, least of all PROVEN.
-        predicate["verdict"] = None
-        predicate["preflight"] = True
+    # `proofgate policy` ran nothing: its output is a pre-flight, never a verdict.
+    report = built if request.run_checks else receipt.Preflight(predicate=built)
+    predicate = report.to_dict()
     statement = receipt.build_statement(
         predicate,
         patch_sha256=ev.patch.sha256,

@@ -24,6 +24,17 @@ UNSIGNED_BANNER: Final = (
     "> **UNSIGNED receipt.** It carries no signature: anyone could have written it, and "
     "`proofgate verify` never accepts it. Sign with `--key` or `PROOFGATE_SIGNING_KEY`.\n"
 )
+UNVERIFIED_BANNER: Final = (
+    "> **UNVERIFIED: nothing on this page was checked.** It was rendered without a key: "
+    "no signature, journal or subject was verified, and anyone can write a receipt that "
+    "reads like this one. Check it with `proofgate show RECEIPT --key PUB` or "
+    "`proofgate verify RECEIPT --key PUB`.\n"
+)
+REPROOF_NOTE: Final = (
+    "> **Re-proof of a commit.** This run proved one commit again (`trigger.kind: commit`): "
+    "it shows that the commit's tree passes the checks, not that a policy judged the change "
+    "that put it there. Release verification counts it only with `--accept-reproof`.\n"
+)
 TRUNCATION_NOTE: Final = (
     "\n\n---\n**This receipt was truncated to fit.** The full receipt is the signed "
     "envelope (`receipt.json`); render it with `proofgate show receipt.json`.\n"
@@ -170,6 +181,14 @@ def _reasons(p: Mapping[str, object]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _trigger(p: Mapping[str, object]) -> str:
+    text = (
+        f"{_text(_get(p, 'trigger', 'kind'))} onto {_code(_get(p, 'trigger', 'base_ref'), 'none')}"
+    )
+    pr = _get(p, "trigger", "pull_request")
+    return text + (f", pull request #{_text(pr)}" if pr is not None else "")
+
+
 def _proven(p: Mapping[str, object]) -> str:
     rows = [
         ["Repository", _text(_get(p, "repository"))],
@@ -182,13 +201,18 @@ def _proven(p: Mapping[str, object]) -> str:
             "Patch size",
             f"{_text(_get(p, 'patch', 'bytes'))} bytes, {_text(_get(p, 'patch', 'files'))} files",
         ],
+        ["Trigger", _trigger(p)],
         [
             "Config",
             f"{_text(_get(p, 'config', 'source'))} {_code(_get(p, 'config', 'path'))}"
-            f" blob {_code(_get(p, 'config', 'blob'))}",
+            f" blob {_code(_get(p, 'config', 'blob'))}"
+            f" (sha256 {_code(_get(p, 'config', 'sha256'), 'unknown')})",
         ],
         ["Started / finished", f"{_text(_get(p, 'started_at'))} / {_text(_get(p, 'finished_at'))}"],
     ]
+    if _get(p, "builder") is not None:
+        workflow = _code(_get(p, "builder", "workflow"))
+        rows.append(["Workflow", f"{workflow} run {_text(_get(p, 'builder', 'run_id'))}"])
     return "## What was proven\n\n" + _table(["Field", "Value"], rows)
 
 
@@ -372,11 +396,13 @@ def to_markdown(
     max_bytes: int | None = None,
     truncation_note: str = TRUNCATION_NOTE,
     signed: bool = True,
+    verified: bool = True,
 ) -> str:
     """The receipt for people: verdict first, then why, what, how, and the evidence.
 
     `signed=False` puts a banner under the headline: an unsigned receipt is evidence of
-    nothing (anyone can write one) and `verify` never accepts it.
+    nothing (anyone can write one) and `verify` never accepts it. `verified=False` (shown
+    without a key) puts a banner first: nothing on the page was checked.
 
     With `max_bytes`, the result is at most that many UTF-8 bytes (GitHub check-run output
     takes 65535): sections are kept in order while they fit, a log tail that does not fit
@@ -397,6 +423,10 @@ def to_markdown(
     parts += [s for s in (f(p) for f in sections) if s]
     if not signed:
         parts.insert(1, UNSIGNED_BANNER)
+    if _get(p, "trigger", "kind") == "commit":
+        parts.insert(1, REPROOF_NOTE)
+    if not verified:
+        parts.insert(0, UNVERIFIED_BANNER)
     logs = _log_blocks(p)
     if logs:
         parts.append(

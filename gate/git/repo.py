@@ -289,6 +289,16 @@ class GitRepository:
             return None
         return TreeId(str(index.write_tree(store)))
 
+    def local_branch(self, spec: str) -> str | None:
+        """`refs/heads/<name>` when `spec` names a local branch (`main` or
+        `refs/heads/main`), else None (a commit id, a tag, an expression)."""
+        ref = f"refs/heads/{spec.removeprefix('refs/heads/')}"
+        try:
+            found = self._repo.references.get(ref)
+        except (ValueError, pygit2.GitError):  # not a valid reference name
+            return None
+        return ref if found is not None else None
+
     def read_blob_at(self, commit: CommitId, path: str) -> tuple[BlobId, bytes] | None:
         """The regular-file blob at `path` in `commit`'s tree (user's repo), or None.
 

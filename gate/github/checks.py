@@ -12,11 +12,7 @@ Limits (GitHub's, not the OpenAPI schema's): output `summary` and `text` are at 
 
 from __future__ import annotations
 
-import base64
-import gzip
-import hashlib
 import logging
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,6 +26,7 @@ from github.GithubObject import NotSet
 from github.Repository import Repository
 from github.Requester import Requester
 
+from gate.github.envelope import RECEIPT_MARKER, embed_envelope, extract_envelopes
 from gate.github.interface import (
     Annotation,
     CheckAction,
@@ -38,6 +35,7 @@ from gate.github.interface import (
     ReviewInfo,
 )
 from gate.model import Verdict
+from gate.timefmt import rfc3339
 
 __all__ = [
     "ANNOTATIONS_PER_REQUEST",
@@ -56,13 +54,6 @@ log = logging.getLogger("gate")
 CHECK_NAME = "proofgate"
 OUTPUT_LIMIT_BYTES = 65535
 ANNOTATIONS_PER_REQUEST = 50
-MAX_ENVELOPE_BYTES = 16 * 1024 * 1024  # a decompressed envelope larger than this is refused
-RECEIPT_MARKER = "<!-- proofgate-receipt:v1"
-_RECEIPT_END = "<!-- /proofgate-receipt -->"
-_RECEIPT_BLOCK = re.compile(
-    r"<!-- proofgate-receipt:v1 encoding=gzip\+base64 sha256=(?P<sha>[0-9a-f]{64}) -->\s*"
-    r"```[a-z]*\n(?P<b64>[A-Za-z0-9+/=\s]*?)```\s*<!-- /proofgate-receipt -->"
-)
 _CHECKS_PERMISSIONS = "permissions: { checks: write, contents: read, pull-requests: read }"
 
 T = TypeVar("T")
@@ -90,70 +81,6 @@ def fit_bytes(text: str, limit: int = OUTPUT_LIMIT_BYTES, *, note: str) -> str:
     if room < 0:
         raise ValueError("the note alone is over the limit")
     return data[:room].decode("utf-8", "ignore") + tail
-
-
-def embed_envelope(envelope: bytes, *, limit: int, elsewhere: str) -> str:
-    """The envelope as a Markdown block a verifier can find again: gzip + base64 between
-    HTML-comment markers. If it does not fit in `limit` bytes, only its SHA-256 and
-    `elsewhere` (where to get it)."""
-    digest = hashlib.sha256(envelope).hexdigest()
-    packed = base64.b64encode(gzip.compress(envelope, mtime=0)).decode("ascii")
-    lines = "\n".join(packed[i : i + 76] for i in range(0, len(packed), 76))
-    block = (
-        "The signed receipt (DSSE envelope; gzip + base64). Verify it with "
-        "`proofgate verify --github OWNER/REPO --commit SHA --key KEY.pub`.\n\n"
-        f"<!-- proofgate-receipt:v1 encoding=gzip+base64 sha256={digest} -->\n"
-        f"```text\n{lines}\n```\n{_RECEIPT_END}\n"
-    )
-    if len(block.encode("utf-8")) <= limit:
-        return block
-    return (
-        f"The signed receipt is too large to attach here ({len(envelope)} bytes, "
-        f"sha256 `{digest}`). {elsewhere}\n"
-    )
-
-
-def extract_envelopes(text: str) -> list[bytes]:
-    """Every well-formed receipt block in `text` whose bytes match its stated SHA-256.
-    Nothing here is trusted: the caller verifies the signature."""
-    found: list[bytes] = []
-    for m in _RECEIPT_BLOCK.finditer(text):
-        try:
-            packed = base64.b64decode("".join(m.group("b64").split()), validate=True)
-            envelope = _gunzip_capped(packed, MAX_ENVELOPE_BYTES)
-        except (ValueError, OSError, EOFError):
-            continue
-        if envelope is not None and hashlib.sha256(envelope).hexdigest() == m.group("sha"):
-            found.append(envelope)
-    return found
-
-
-def _gunzip_capped(data: bytes, cap: int) -> bytes | None:
-    d = gzip.GzipFile(fileobj=_BytesReader(data))
-    out = d.read(cap + 1)
-    return None if len(out) > cap else out
-
-
-class _BytesReader:
-    """Minimal file object for GzipFile (keeps `io` out of the type surface)."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-        self._pos = 0
-
-    def read(self, n: int = -1) -> bytes:
-        end = len(self._data) if n < 0 else self._pos + n
-        chunk = self._data[self._pos : end]
-        self._pos += len(chunk)
-        return chunk
-
-    def seek(self, pos: int, whence: int = 0) -> int:
-        base = {0: 0, 1: self._pos, 2: len(self._data)}[whence]
-        self._pos = max(0, base + pos)
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
 
 
 def _header(headers: Mapping[str, object] | None, name: str) -> str | None:
@@ -492,9 +419,7 @@ class GitHubChecks:
                     login=r.user.login if r.user is not None else "",
                     state=(r.state or "").upper(),
                     commit_id=r.commit_id or "",
-                    submitted_at=(
-                        r.submitted_at.strftime("%Y-%m-%dT%H:%M:%SZ") if r.submitted_at else None
-                    ),
+                    submitted_at=(rfc3339(r.submitted_at) if r.submitted_at else None),
                 )
                 for r in pr.get_reviews()
             )

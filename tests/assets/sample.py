@@ -35,6 +35,8 @@ from gate.model import (
     Revision,
     Sha256,
     TreeId,
+    Trigger,
+    TriggerKind,
     Verdict,
 )
 
@@ -58,6 +60,10 @@ index 0000001..0000002 100644
 """
 PATCH_SHA256 = Sha256(hashlib.sha256(PATCH).hexdigest())
 
+CONFIG_PATH = ".github/proofgate.yml"
+CONFIG_BLOB = "7777777777777777777777777777777777777777"
+CONFIG_SHA256 = hashlib.sha256(b"checks: []\n").hexdigest()
+TRIGGER = Trigger(kind=TriggerKind.PULL_REQUEST, base_ref="refs/heads/main", pull_request=7)
 STARTED_AT = "2025-01-02T03:04:05Z"
 FINISHED_AT = "2025-01-02T03:04:17Z"
 
@@ -173,8 +179,9 @@ def predicate(
     )
     config = ConfigSource(
         kind=ConfigSourceKind.BASE_TREE,
-        path=".github/proofgate.yml",
-        blob="7777777777777777777777777777777777777777",
+        path=CONFIG_PATH,
+        blob=CONFIG_BLOB,
+        sha256=CONFIG_SHA256,
     )
     proven = verdict is not Verdict.INCONCLUSIVE
     test_exit = 1 if verdict is Verdict.FAILED else 0
@@ -182,6 +189,7 @@ def predicate(
         "verdict": verdict.value,
         "reasons": [r.to_dict() for r in reasons],
         "repository": "example/calc",
+        "trigger": TRIGGER.to_dict(),
         "base": base.to_dict(),
         "merge_base": MERGE_BASE,
         "head": head.to_dict(),

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from gate import receipt
-from gate.action import pr_external_id, verify_from_github
+from gate.action import pr_external_id
 from gate.github.checks import GitHubChecks, RetryPolicy
+from gate.github.receipts import LocalTrees, find_valid_receipt
 from gate.model import Verdict
 from tests.github_standin.fixtures import REPO, TOKEN, running_standin
 from tests.github_standin.server import GitHubStandIn
@@ -40,6 +41,9 @@ checks:
 policy:
   protected: ["ops/**"]
 """
+LAX_CONFIG = CONFIG.replace(
+    '[["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider"]]', '[["true"]]'
+)
 CALC = "def add(a, b):\n    return a + b\n"
 TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
 GIT_ENV = {
@@ -103,6 +107,12 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Origin:
     for number, files in changes.items():
         git(work, "checkout", "-q", "-b", f"pr{number}", base)
         pulls[number] = write_commit(work, files, f"pr {number}")
+    # a branch whose configuration is laxer (its test is `true`) and a PR into it that
+    # breaks what main's configuration tests
+    git(work, "checkout", "-q", "-b", "lax", base)
+    write_commit(work, {".github/proofgate.yml": LAX_CONFIG}, "lax checks")
+    git(work, "checkout", "-q", "-b", "pr5")
+    pulls[5] = write_commit(work, {"calc.py": "def add(a, b):\n    return a - b\n"}, "pr 5")
     git(work, "checkout", "-q", "main")
     main = write_commit(work, {"NOTES.md": "main moved on\n"}, "main moves")
     # the merge queue's commit: main + PR 1
@@ -112,7 +122,7 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Origin:
     bare = root / "origin.git"
     git(root, "init", "-q", "--bare", str(bare))
     queue_ref = f"refs/heads/gh-readonly-queue/main/pr-1-{pulls[1]}"
-    refspecs = ["main:refs/heads/main", f"queue:{queue_ref}"]
+    refspecs = ["main:refs/heads/main", f"queue:{queue_ref}", "lax:refs/heads/lax"]
     refspecs += [f"pr{n}:refs/pull/{n}/head" for n in pulls]
     git(work, "push", "-q", str(bare), *refspecs)
     return Origin(bare, base, main, pulls, queue_ref, queue_head)
@@ -182,6 +192,9 @@ def run_action(
         "GITHUB_API_URL": standin.api_url,
         "GITHUB_SERVER_URL": standin.web_url,
         "GITHUB_RUN_ID": "4242",
+        "GITHUB_WORKFLOW_REF": f"{REPO}/.github/workflows/proofgate.yml@refs/heads/main",
+        "GITHUB_REF": "refs/heads/main",
+        "GITHUB_SHA": origin.main,
         "GITHUB_ACTIONS": "true",
         "PROOFGATE_ORIGIN_URL": "/github/origin",
         "PROOFGATE_GITHUB_TOKEN": TOKEN,
@@ -219,7 +232,9 @@ def run_action(
     )
 
 
-def pr_event(origin: Origin, number: int, *, fork: bool = False) -> dict[str, object]:
+def pr_event(
+    origin: Origin, number: int, *, fork: bool = False, base_ref: str = "main"
+) -> dict[str, object]:
     head_repo = "forker/widgets" if fork else REPO
     return {
         "action": "synchronize",
@@ -232,7 +247,7 @@ def pr_event(origin: Origin, number: int, *, fork: bool = False) -> dict[str, ob
                 "repo": {"full_name": head_repo},
             },
             # base.sha is stale on purpose: the action must use main's current tip
-            "base": {"sha": origin.stale_base, "ref": "main", "repo": {"full_name": REPO}},
+            "base": {"sha": origin.stale_base, "ref": base_ref, "repo": {"full_name": REPO}},
         },
     }
 
@@ -250,10 +265,27 @@ def add_pull(standin: GitHubStandIn, origin: Origin, number: int, *, fork: bool 
 def predicate_of(result: Result) -> dict[str, object]:
     envelope = (result.workspace / result.outputs["receipt"]).read_bytes()
     pub = receipt.load_public_key((KEYS / "trusted.pub").read_bytes(), source="test key")
-    statement = receipt.verify(envelope, [pub])
+    statement = receipt.verify_statement(envelope, [pub])
     predicate = statement["predicate"]
     assert isinstance(predicate, dict)
     return predicate
+
+
+def release_check(
+    standin: GitHubStandIn, origin: Origin, sha: str, *, accept_reproof: bool = False
+) -> tuple[bool, str]:
+    """Release verification of `sha`, its configuration read from the origin's objects."""
+    pub = receipt.load_public_key((KEYS / "trusted.pub").read_bytes(), source="test key")
+    with LocalTrees(origin.path) as trees:
+        envelope, message = find_valid_receipt(
+            api_for(standin),
+            sha,
+            [pub],
+            Verdict.PROVEN,
+            blob_at=trees.blob_at,
+            accept_reproof=accept_reproof,
+        )
+    return envelope is not None, message
 
 
 def api_for(standin: GitHubStandIn) -> GitHubChecks:
@@ -277,6 +309,17 @@ def test_proven_pr_then_rerun_updates_the_same_check_run(
     # base is main's current tip, not the stale base.sha of the event
     assert predicate["base"]["commit"] == origin.main  # type: ignore[index]
     assert predicate["head"]["commit"] == origin.pulls[1]  # type: ignore[index]
+    assert predicate["trigger"] == {
+        "kind": "pull_request",
+        "base_ref": "refs/heads/main",
+        "pull_request": 1,
+    }
+    assert predicate["builder"] == {
+        "workflow": f"{REPO}/.github/workflows/proofgate.yml@refs/heads/main",
+        "run_id": "4242",
+        "ref": "refs/heads/main",
+        "sha": origin.main,
+    }
     assert (first.workspace / "checkout-of-base.txt").read_text() == "the runner's checkout\n"
     assert sorted(p.name for p in first.workspace.iterdir()) == [
         ".proofgate",
@@ -291,8 +334,7 @@ def test_proven_pr_then_rerun_updates_the_same_check_run(
     # release-job verification finds and verifies the receipt on the check run, but main
     # moved on: the proven tree (main + patch) is not the head commit's own tree, so this
     # receipt does not vouch for the head commit as a release
-    pub = receipt.load_public_key((KEYS / "trusted.pub").read_bytes(), source="test key")
-    ok, message = verify_from_github(api_for(standin), origin.pulls[1], [pub], Verdict.PROVEN)
+    ok, message = release_check(standin, origin, origin.pulls[1])
     assert not ok
     assert "tree" in message
 
@@ -360,9 +402,63 @@ def test_merge_group_proves_the_queue_commit(
     (run,) = standin.check_runs()
     assert (run.head_sha, run.external_id) == (origin.queue_head, "proofgate;merge-group")
     # the queue commit is what lands: its receipt verifies for a release of that commit
-    pub = receipt.load_public_key((KEYS / "trusted.pub").read_bytes(), source="test key")
-    ok, message = verify_from_github(api_for(standin), origin.queue_head, [pub], Verdict.PROVEN)
+    assert predicate["trigger"] == {"kind": "merge_group", "base_ref": "refs/heads/main"}
+    ok, message = release_check(standin, origin, origin.queue_head)
     assert ok, message
+    assert "merge_group onto refs/heads/main" in message
+    assert "signed by workflow" in message
+
+
+def test_reproof_of_a_pushed_commit_says_so_and_does_not_vouch_for_a_release(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    """Issue 15: a commit pushed straight to main, re-proven by workflow_dispatch with its
+    SHA, is PROVEN with an empty patch that no policy judged. The receipt and the check run
+    say it is a re-proof, and release verification refuses it unless told otherwise."""
+    event: dict[str, object] = {"inputs": {"pull-request": origin.main}}
+    result = run_action(
+        action_image,
+        standin,
+        origin,
+        tmp_path,
+        "workflow_dispatch",
+        event,
+        PROOFGATE_PULL_REQUEST=origin.main,
+    )
+    assert result.code == 0, result.stderr
+    predicate = predicate_of(result)
+    assert predicate["trigger"] == {"kind": "commit", "base_ref": "refs/heads/main"}
+    (run,) = standin.check_runs()
+    assert "Re-proof of a commit" in (run.summary or "")
+    ok, message = release_check(standin, origin, origin.main)
+    assert not ok
+    assert "trigger.kind is 'commit'; 'merge_group or pull_request' is required" in message
+    ok, message = release_check(standin, origin, origin.main, accept_reproof=True)
+    assert ok, message
+
+
+def test_pr_into_a_laxer_branch_does_not_vouch_for_a_release(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    """Issue 15: a pull request into `lax` (its test is `true`) is PROVEN and its proven
+    tree is the head's own tree; a tag on that head must still not pass release
+    verification, which wants a receipt proven for the default branch."""
+    standin.add_pull(REPO, 5, head_sha=origin.pulls[5], base_sha=origin.stale_base, base_ref="lax")
+    event = pr_event(origin, 5, base_ref="lax")
+    result = run_action(action_image, standin, origin, tmp_path, "pull_request", event)
+    assert result.code == 0, result.stderr
+    predicate = predicate_of(result)
+    assert predicate["trigger"] == {
+        "kind": "pull_request",
+        "base_ref": "refs/heads/lax",
+        "pull_request": 5,
+    }
+    assert predicate["proven_tree"] == predicate["head"]["tree"]  # type: ignore[index]
+    (run,) = standin.check_runs()
+    assert run.name == "proofgate (base: lax)"
+    ok, message = release_check(standin, origin, origin.pulls[5])
+    assert not ok
+    assert "trigger.base_ref is 'refs/heads/lax'; 'refs/heads/main' is required" in message
 
 
 def review_event(origin: Origin, number: int, *, user: str, commit_id: str) -> dict[str, object]:

@@ -14,9 +14,8 @@ from gate.approval import (
     create_approval,
     verify_approval,
 )
-from gate.journal import canonical_json
 from gate.model import Approval
-from gate.receipt import ReceiptError
+from gate.receipt import ReceiptError, canonical_json
 from tests.assets import sample
 
 ASSETS = Path(__file__).parent.parent / "assets"

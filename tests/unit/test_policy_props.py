@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gate.journal import canonical_json
 from gate.model import Budgets, Decision, Finding, PolicySpec, worst_decision
 from gate.policy import RULES, Thresholds, evaluate, fingerprint
+from gate.receipt import canonical_json
 from tests.unit.test_policy import PEM_BODY, Change, chg
 
 # --- worst wins --------------------------------------------------------------------

@@ -16,9 +16,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gate import receipt
 from gate.errors import SigningKeyError
-from gate.journal import canonical_json
 from gate.model import JsonDict, Verdict
-from gate.receipt import ReceiptError
+from gate.receipt import ReceiptError, canonical_json
 from tests.assets import sample
 
 ASSETS = Path(__file__).parent.parent / "assets"
@@ -50,7 +49,7 @@ def envelope_dict(env: bytes) -> dict[str, Any]:
 
 def reject(env: bytes, match: str, **kwargs: object) -> None:
     with pytest.raises(ReceiptError, match=match):
-        receipt.verify(env, [TRUSTED_PUB], **kwargs)  # type: ignore[arg-type]
+        receipt.verify_statement(env, [TRUSTED_PUB], **kwargs)  # type: ignore[arg-type]
 
 
 # --- PAE, statement, envelope ---------------------------------------------------------
@@ -84,7 +83,7 @@ def test_statement_without_proven_tree_has_two_subjects_and_verifies() -> None:
     subjects = st["subject"]
     assert isinstance(subjects, list)
     assert [s["name"] for s in subjects] == ["patch.diff", "head"]
-    assert receipt.verify(signed(p), [TRUSTED_PUB]) == st
+    assert receipt.verify_statement(signed(p), [TRUSTED_PUB]) == st
 
 
 def test_envelope_signs_the_exact_serialized_statement() -> None:
@@ -100,7 +99,7 @@ def test_envelope_signs_the_exact_serialized_statement() -> None:
 
 
 def test_valid_receipt_verifies_with_every_expectation() -> None:
-    st = receipt.verify(
+    st = receipt.verify_statement(
         signed(),
         [UNTRUSTED.public_key(), TRUSTED_PUB],
         commit=sample.HEAD_COMMIT.upper(),
@@ -153,7 +152,7 @@ def test_receipt_signed_by_securesystemslib_verifies_with_ours() -> None:
     pub = SSlibKey.from_crypto(TRUSTED_PUB, keyid=receipt.keyid(TRUSTED_PUB))
     env.sign(CryptoSigner(TRUSTED, pub))
     data = json.dumps(env.to_dict()).encode()
-    assert receipt.verify(data, [TRUSTED_PUB], require=Verdict.PROVEN) == statement()
+    assert receipt.verify_statement(data, [TRUSTED_PUB], require=Verdict.PROVEN) == statement()
 
 
 # --- signatures and keys ----------------------------------------------------------------
@@ -169,7 +168,7 @@ def test_unsigned_receipt_is_rejected() -> None:
 
 def test_no_trusted_keys_rejects_everything() -> None:
     with pytest.raises(ReceiptError, match="no trusted public key"):
-        receipt.verify(signed(), [])
+        receipt.verify_statement(signed(), [])
 
 
 def test_trusted_keyid_on_untrusted_signature_is_rejected() -> None:
@@ -186,14 +185,14 @@ def test_keyid_is_only_a_hint(keyid: str | None) -> None:
         del sig["keyid"]
     else:
         sig["keyid"] = keyid
-    assert receipt.verify(json.dumps(env).encode(), [TRUSTED_PUB]) == statement()
+    assert receipt.verify_statement(json.dumps(env).encode(), [TRUSTED_PUB]) == statement()
 
 
 def test_untrusted_signature_next_to_a_trusted_one_is_ignored() -> None:
     good = envelope_dict(signed())
     bad = envelope_dict(signed(key=UNTRUSTED))
     good["signatures"] = bad["signatures"] + good["signatures"]
-    assert receipt.verify(json.dumps(good).encode(), [TRUSTED_PUB]) == statement()
+    assert receipt.verify_statement(json.dumps(good).encode(), [TRUSTED_PUB]) == statement()
 
 
 def test_signature_over_payload_without_pae_is_rejected() -> None:
@@ -210,9 +209,9 @@ def test_generate_keypair_round_trips() -> None:
     key = receipt.load_private_key(private_pem, source="test.key")
     pub = receipt.load_public_key(public_pem, source="test.pub")
     env = receipt.sign(receipt.serialize(statement()), key)
-    assert receipt.verify(env, [pub]) == statement()
+    assert receipt.verify_statement(env, [pub]) == statement()
     with pytest.raises(ReceiptError):
-        receipt.verify(env, [TRUSTED_PUB])
+        receipt.verify_statement(env, [TRUSTED_PUB])
 
 
 def test_keyid_is_sha256_of_der_subject_public_key_info() -> None:
@@ -341,7 +340,7 @@ def test_subject_disagreeing_with_predicate_is_rejected_even_when_signed() -> No
 def test_require_is_worst_acceptable_verdict(verdict: Verdict, require: Verdict, ok: bool) -> None:
     env = signed(sample.predicate(verdict=verdict))
     if ok:
-        receipt.verify(env, [TRUSTED_PUB], require=require)
+        receipt.verify_statement(env, [TRUSTED_PUB], require=require)
     else:
         reject(env, f"verdict is {verdict}; {require} is required", require=require)
 
@@ -470,7 +469,7 @@ def _reencode(env: bytes, encode: object) -> bytes:
 def test_other_base64_forms_are_accepted(encode: object) -> None:
     # The sample payload's length is not a multiple of 3, so unpadded forms really differ.
     assert len(receipt.serialize(statement())) % 3 != 0
-    assert receipt.verify(_reencode(signed(), encode), [TRUSTED_PUB]) == statement()
+    assert receipt.verify_statement(_reencode(signed(), encode), [TRUSTED_PUB]) == statement()
 
 
 @pytest.mark.parametrize(
@@ -518,14 +517,14 @@ def test_huge_integer_is_a_receipt_error() -> None:
 )
 def test_garbage_is_a_receipt_error(data: bytes) -> None:
     with pytest.raises(ReceiptError):
-        receipt.verify(data, [TRUSTED_PUB])
+        receipt.verify_statement(data, [TRUSTED_PUB])
 
 
 def test_truncated_receipts_are_receipt_errors() -> None:
     env = signed()
     for n in range(0, len(env) - 1, 7):
         with pytest.raises(ReceiptError):
-            receipt.verify(env[:n], [TRUSTED_PUB])
+            receipt.verify_statement(env[:n], [TRUSTED_PUB])
 
 
 @pytest.mark.parametrize(
@@ -549,7 +548,7 @@ def test_signed_statement_with_wrong_subjects_is_rejected() -> None:
         st = copy.deepcopy(good)
         st["subject"] = subjects
         with pytest.raises(ReceiptError, match="subject"):
-            receipt.verify(receipt.sign(receipt.serialize(st), TRUSTED), [TRUSTED_PUB])
+            receipt.verify_statement(receipt.sign(receipt.serialize(st), TRUSTED), [TRUSTED_PUB])
         assert name
 
 
@@ -565,7 +564,7 @@ def test_signed_statement_with_other_predicate_type_is_rejected() -> None:
 def test_asset_receipts_verify_as_documented() -> None:
     pub = receipt.load_public_key((ASSETS / "keys" / "trusted.pub").read_bytes(), source="pub")
     r = ASSETS / "receipts"
-    st = receipt.verify(
+    st = receipt.verify_statement(
         (r / "proven.json").read_bytes(),
         [pub],
         commit=sample.HEAD_COMMIT,
@@ -574,7 +573,7 @@ def test_asset_receipts_verify_as_documented() -> None:
         require=Verdict.PROVEN,
     )
     assert st == statement()
-    receipt.verify((r / "failed.json").read_bytes(), [pub], require=Verdict.FAILED)
+    receipt.verify_statement((r / "failed.json").read_bytes(), [pub], require=Verdict.FAILED)
     for name, match in [
         ("proven-unsigned.json", "not signed"),
         ("proven-signed-by-untrusted-key.json", "no valid signature"),
@@ -582,7 +581,7 @@ def test_asset_receipts_verify_as_documented() -> None:
         ("failed.json", "FAILED; PROVEN is required"),
     ]:
         with pytest.raises(ReceiptError, match=match):
-            receipt.verify((r / name).read_bytes(), [pub], require=Verdict.PROVEN)
+            receipt.verify_statement((r / name).read_bytes(), [pub], require=Verdict.PROVEN)
 
 
 # --- unverified reading (show without --key, approve --receipt) ------------------------

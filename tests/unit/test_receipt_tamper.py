@@ -49,7 +49,7 @@ def test_every_single_byte_flip_is_rejected_or_harmless(mask: int) -> None:
         flipped = bytearray(ENVELOPE)
         flipped[i] ^= mask
         try:
-            out = receipt.verify(
+            out = receipt.verify_statement(
                 bytes(flipped),
                 [TRUSTED_PUB],
                 commit=sample.HEAD_COMMIT,
@@ -78,7 +78,7 @@ json_values = st.recursive(
 def _verify_never_crashes(data: bytes) -> None:
     reason = None
     try:
-        out = receipt.verify(data, [TRUSTED_PUB])
+        out = receipt.verify_statement(data, [TRUSTED_PUB])
     except ReceiptError as e:
         reason = str(e)
     if reason is None:
@@ -92,14 +92,14 @@ def _verify_never_crashes(data: bytes) -> None:
 @settings(max_examples=300)
 def test_random_bytes_are_receipt_errors(data: bytes) -> None:
     with pytest.raises(ReceiptError):
-        receipt.verify(data, [TRUSTED_PUB])
+        receipt.verify_statement(data, [TRUSTED_PUB])
 
 
 @given(json_values)
 @settings(max_examples=300)
 def test_random_json_is_a_receipt_error(value: object) -> None:
     with pytest.raises(ReceiptError):
-        receipt.verify(json.dumps(value).encode(), [TRUSTED_PUB])
+        receipt.verify_statement(json.dumps(value).encode(), [TRUSTED_PUB])
 
 
 @given(
@@ -120,7 +120,7 @@ def test_envelopes_with_random_fields_never_crash(
 def test_signed_random_payloads_are_receipt_errors(value: object) -> None:
     """Signed by the trusted key, yet not a statement: parsed only after the signature."""
     with pytest.raises(ReceiptError):
-        receipt.verify(receipt.sign(json.dumps(value).encode(), TRUSTED), [TRUSTED_PUB])
+        receipt.verify_statement(receipt.sign(json.dumps(value).encode(), TRUSTED), [TRUSTED_PUB])
 
 
 @given(

@@ -72,7 +72,7 @@ def test_reasons_show_code_and_message() -> None:
 
 def test_asset_markdown_matches_rendering_of_verified_receipt() -> None:
     pub = receipt.load_public_key((ASSETS / "keys" / "trusted.pub").read_bytes(), source="pub")
-    st_ = receipt.verify((ASSETS / "receipts" / "proven.json").read_bytes(), [pub])
+    st_ = receipt.verify_statement((ASSETS / "receipts" / "proven.json").read_bytes(), [pub])
     assert isinstance(st_["predicate"], dict)
     assert to_markdown(st_["predicate"]) == (ASSETS / "receipts" / "proven.md").read_text()
 

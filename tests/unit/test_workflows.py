@@ -140,6 +140,17 @@ def jobs_have_timeouts(wf: Workflow) -> list[str]:
     ]
 
 
+def signing_key_only_in_its_environment(wf: Workflow) -> list[str]:
+    """Any workflow that can read the signing key can sign anything: the key lives in the
+    `proofgate` environment, whose deployment branches are limited to the default branch
+    (docs/release-verification.md), and only jobs in that environment may name it."""
+    problems = []
+    for job_id, job in wf.jobs.items():
+        if "PROOFGATE_SIGNING_KEY" in yaml.safe_dump(job) and job.get("environment") != "proofgate":
+            problems.append(f"job {job_id}: reads the signing key outside `environment: proofgate`")
+    return problems
+
+
 RULES: list[Rule] = [
     top_level_permissions_empty,
     every_job_declares_permissions,
@@ -148,6 +159,7 @@ RULES: list[Rule] = [
     no_expressions_in_run,
     pull_request_target_never_checks_out_head,
     jobs_have_timeouts,
+    signing_key_only_in_its_environment,
 ]
 
 
@@ -224,6 +236,9 @@ jobs:
       - uses: actions/setup-python@0b93645e9fea7318ecaed2b359559ac225c90a2b
       - uses: docker://alpine:3.20
       - run: echo "${{ github.event.pull_request.title }}"
+      - uses: ./
+        with:
+          signing-key: ${{ secrets.PROOFGATE_SIGNING_KEY }}
 """
 
 

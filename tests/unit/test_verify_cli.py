@@ -1,0 +1,215 @@
+"""File verify's release checks (`--repository`, `--branch`, `--accept-reproof`), the
+expectations behind them, what `prove`/`policy` record as trigger and config digest, and
+`show` that never passes an unverified receipt off as a proof (issues 15, 16)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from gate import receipt
+from gate.cli import main
+from gate.model import JsonDict, TriggerKind, Verdict
+from gate.receipt import VerificationError
+from tests.assets import sample
+from tests.gitutil import checkout, commit, make_repo
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+PUB = str(ASSETS / "keys/trusted.pub")
+TRUSTED = sample.key("trusted")
+
+
+def write_receipt(tmp_path: Path, trigger: JsonDict | None = None, name: str = "r.json") -> Path:
+    p = sample.predicate()
+    if trigger is not None:
+        p["trigger"] = trigger
+    st = receipt.build_statement(
+        p,
+        patch_sha256=sample.PATCH_SHA256,
+        head_commit=sample.HEAD_COMMIT,
+        proven_tree=sample.HEAD_TREE,
+    )
+    path = tmp_path / name
+    path.write_bytes(receipt.sign(receipt.serialize(st), TRUSTED))
+    return path
+
+
+def verify(path: Path, *flags: str) -> int:
+    return main(["verify", str(path), "--key", PUB, *flags])
+
+
+# --- file verify ----------------------------------------------------------------------
+
+
+def test_file_verify_checks_repository(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    r = write_receipt(tmp_path)
+    assert verify(r, "--repository", "example/calc") == 0
+    assert verify(r, "--repository", "attacker/calc") == 1
+    err = capsys.readouterr().err
+    assert "verify failed: receipt is for repository 'example/calc', not 'attacker/calc'" in err
+
+
+def test_file_verify_checks_branch_and_trigger(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r = write_receipt(tmp_path)  # pull_request onto refs/heads/main
+    assert verify(r, "--branch", "main") == 0
+    assert verify(r, "--branch", "refs/heads/main", "--require", "PROVEN") == 0
+    assert verify(r, "--branch", "lax") == 1
+    err = capsys.readouterr().err
+    assert "trigger.base_ref is 'refs/heads/main'; 'refs/heads/lax' is required" in err
+
+
+def test_file_verify_refuses_a_reproof_unless_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r = write_receipt(tmp_path, {"kind": "commit", "base_ref": "refs/heads/main"})
+    assert verify(r) == 0  # no release check asked for: signature and subjects only
+    assert verify(r, "--branch", "main") == 1
+    assert "trigger.kind is 'commit'; 'merge_group or pull_request' is required" in (
+        capsys.readouterr().err
+    )
+    assert verify(r, "--branch", "main", "--accept-reproof") == 0
+
+
+def test_file_verify_refuses_a_local_receipt_for_a_branch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r = write_receipt(tmp_path, {"kind": "local", "base_ref": "refs/heads/main"})
+    assert verify(r, "--branch", "main", "--accept-reproof") == 1
+    assert "trigger.kind is 'local'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "branch",
+    ["refs/tags/v1", "", "..", "a..b", "has space", "refs/heads/", "x.lock", "-x", "a//b"],
+    ids=["tag", "empty", "dotdot", "inner-dotdot", "space", "no-name", "lock", "dash", "dslash"],
+)
+def test_file_verify_bad_branch_exits_2(
+    tmp_path: Path, branch: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert verify(write_receipt(tmp_path), f"--branch={branch}") == 2
+    assert "proofgate: --branch:" in capsys.readouterr().err
+
+
+def test_accept_reproof_without_branch_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert verify(write_receipt(tmp_path), "--accept-reproof") == 2
+    assert "--accept-reproof only means something with --branch" in capsys.readouterr().err
+
+
+# --- expectations ---------------------------------------------------------------------
+
+
+def test_verification_error_names_field_and_both_values(tmp_path: Path) -> None:
+    data = write_receipt(tmp_path, {"kind": "commit", "base_ref": "refs/heads/main"}).read_bytes()
+    expect = receipt.AllOf(
+        receipt.Signed([TRUSTED.public_key()]),
+        receipt.TriggerIn({TriggerKind.PULL_REQUEST}),
+    )
+    with pytest.raises(VerificationError) as e:
+        receipt.verify(data, expect)
+    assert (e.value.field, e.value.want, e.value.got) == ("trigger.kind", "pull_request", "commit")
+
+
+def test_no_signed_expectation_verifies_nothing(tmp_path: Path) -> None:
+    data = write_receipt(tmp_path).read_bytes()
+    with pytest.raises(receipt.ReceiptError, match="no trusted public key given"):
+        receipt.verify(data, receipt.AllOf(receipt.AtLeast(Verdict.PROVEN)))
+
+
+def test_config_blob_expectation(tmp_path: Path) -> None:
+    data = write_receipt(tmp_path).read_bytes()
+    signed = receipt.Signed([TRUSTED.public_key()])
+    verified = receipt.verify(data, receipt.AllOf(signed, receipt.ConfigBlob(sample.CONFIG_BLOB)))
+    assert verified.predicate.config.sha256 == sample.CONFIG_SHA256
+    with pytest.raises(VerificationError) as e:
+        receipt.verify(data, receipt.AllOf(signed, receipt.ConfigBlob("a" * 40)))
+    assert e.value.field == "config.blob (.github/proofgate.yml)"
+    assert (e.value.want, e.value.got) == ("a" * 40, sample.CONFIG_BLOB)
+
+
+def test_verified_receipt_is_typed(tmp_path: Path) -> None:
+    data = write_receipt(tmp_path).read_bytes()
+    verified = receipt.verify(data, receipt.expectations([TRUSTED.public_key()]))
+    assert verified.verdict is Verdict.PROVEN
+    assert verified.predicate.trigger == sample.TRIGGER
+    assert verified.keyid == receipt.keyid(TRUSTED.public_key())
+    assert verified.predicate.builder is None
+
+
+# --- what prove / policy record -------------------------------------------------------
+
+
+CONFIG = b"version: 1\nchecks: [{name: unit, test: pytest}]\n"
+
+
+def test_policy_records_a_local_trigger_and_the_config_digest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_repo(tmp_path)
+    base = commit(repo, {b".github/proofgate.yml": CONFIG, b"a.py": b"x = 1\n"})
+    commit(repo, {b"a.py": b"x = 2\n"}, branch="feature", parent=base)
+    checkout(repo)
+    args = ["policy", "--repo", str(repo.workdir), "--head", "feature", "--json"]
+
+    main([*args, "--base", "main"])
+    p = json.loads(capsys.readouterr().out)
+    assert p["trigger"] == {"kind": "local", "base_ref": "refs/heads/main"}
+    assert p["config"]["sha256"] == hashlib.sha256(CONFIG).hexdigest()
+    assert p["verdict"] is None
+    assert p["preflight"] is True
+
+    main([*args, "--base", str(base)])  # a commit id names no branch
+    assert json.loads(capsys.readouterr().out)["trigger"] == {"kind": "local", "base_ref": None}
+
+    config = tmp_path / "mine.yml"
+    config.write_bytes(CONFIG + b"# mine\n")
+    main([*args, "--base", "main", "--config", str(config)])
+    p = json.loads(capsys.readouterr().out)
+    assert p["config"]["sha256"] == hashlib.sha256(CONFIG + b"# mine\n").hexdigest()
+
+
+# --- show (issue 16) --------------------------------------------------------------------
+
+
+def _junk_signed(tmp_path: Path) -> Path:
+    env = json.loads((ASSETS / "receipts/proven-unsigned.json").read_bytes())
+    env["signatures"] = [{"keyid": "ab" * 32, "sig": base64.b64encode(b"\x01" * 64).decode()}]
+    path = tmp_path / "junk.json"
+    path.write_text(json.dumps(env))
+    return path
+
+
+def test_show_without_key_says_nothing_was_verified(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["show", str(_junk_signed(tmp_path))]) == 0
+    page = capsys.readouterr().out
+    first = page.splitlines()[0]
+    assert first.startswith("> **UNVERIFIED: nothing on this page was checked.**")
+    assert "# proofgate: PROVEN" in page  # what the receipt claims, under the banner
+
+
+def test_show_with_a_key_refuses_a_junk_signature(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["show", str(_junk_signed(tmp_path)), "--key", PUB]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "it did not verify: no valid signature by a trusted key" in captured.err
+
+
+def test_show_with_the_right_key_has_no_unverified_banner(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["show", str(ASSETS / "receipts/proven.json"), "--key", PUB]) == 0
+    page = capsys.readouterr().out
+    assert "UNVERIFIED" not in page
+    assert page.startswith("# proofgate: PROVEN")
+    assert "pull\\_request onto `refs/heads/main`, pull request #7" in page
