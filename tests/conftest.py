@@ -20,6 +20,14 @@ import docker
 import docker.errors
 import pytest
 import requests
+from hypothesis import HealthCheck, settings
+
+# Property tests judge behaviour, never speed: a loaded CI machine must not turn a slow
+# example into a failure (hypothesis' default 200 ms deadline does exactly that).
+settings.register_profile(
+    "proofgate", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("proofgate")
 
 CLEANROOM_IMAGE = "proofgate/cleanroom:latest"
 CONTAINER_LABEL = "proofgate=1"
