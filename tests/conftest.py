@@ -24,9 +24,7 @@ from hypothesis import HealthCheck, settings
 
 # Property tests judge behaviour, never speed: a loaded CI machine must not turn a slow
 # example into a failure (hypothesis' default 200 ms deadline does exactly that).
-settings.register_profile(
-    "proofgate", deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+settings.register_profile("proofgate", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("proofgate")
 
 CLEANROOM_IMAGE = "proofgate/cleanroom:latest"
