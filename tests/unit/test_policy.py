@@ -10,7 +10,7 @@ import pytest
 
 from gate.model import Budgets, ChangeStatus, Decision, InventoryEntry, PolicySpec
 from gate.policy import RULES, Thresholds, evaluate
-from gate.policy_rules import shadowed_module
+from gate.policy.testing import shadowed_module
 
 _STATUS = {
     "A": ChangeStatus.ADDED,

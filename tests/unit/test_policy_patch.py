@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gate.policy_patch import glob_match, glob_problem, parse_patch
+from gate.policy.patch import parse_patch
+from gate.policy.paths import glob_match, glob_problem
 
 GLOBS = [
     # pattern, path, matches

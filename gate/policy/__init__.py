@@ -1,10 +1,10 @@
 """Deterministic policy: (inventory, patch, PolicySpec) -> decision and findings (SPEC §2, §3).
 
-Pure. Every rule of the catalog (`gate.policy_rules`) reads every effect — each inventory
+Pure. Every rule of the catalog (`gate.policy.catalog`) reads every effect — each inventory
 entry and each added/deleted line of the patch; nothing stops early; the worst decision
 wins (DENY > HOLD > ALLOW). `policy.rules` in the config overrides a built-in rule's
 decision; `policy.protected` / `policy.deny` add path rules (glob semantics in
-`gate.policy_patch`). Findings of ALLOW rules are still recorded: the receipt shows what
+`gate.policy.paths`). Findings of ALLOW rules are still recorded: the receipt shows what
 was seen even when nobody needs to look.
 
 The policy fingerprint binds an approval to the rules it was given under: SHA-256 over
@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Final
 
-from gate.blast import Thresholds, blast_radius
 from gate.journal import canonical_json
 from gate.model import (
     ChangeStatus,
@@ -33,16 +32,12 @@ from gate.model import (
     Sha256,
     worst_decision,
 )
-from gate.policy_patch import FileDiff, glob_match, glob_problem, parse_patch
-from gate.policy_rules import (
-    CATALOG,
-    Context,
-    Rule,
-    is_build_time_path,
-    is_ci_path,
-    is_git_plumbing_path,
-    wants_tree_file,
-)
+from gate.policy.blast import Thresholds, blast_radius
+from gate.policy.catalog import CATALOG
+from gate.policy.context import Context, Rule
+from gate.policy.manifests import is_build_time_path, wants_tree_file
+from gate.policy.patch import FileDiff, parse_patch
+from gate.policy.paths import glob_match, glob_problem, is_ci_path, is_git_plumbing_path
 
 __all__ = [
     "CATALOG_VERSION",

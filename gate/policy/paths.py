@@ -1,0 +1,360 @@
+"""Path classes and the rules decided by path alone (issue 6). Pure.
+
+Glob semantics (`glob_match`) are gitignore's, as `pathspec` implements them (the tests
+hold it to the list below, which the README documents):
+
+- A pattern is matched against the whole path, `/`-separated, case-sensitive. Paths are
+  bytes in git; they are decoded as UTF-8 with `surrogateescape`, so undecodable bytes
+  never match a literal but do match `*` and `?`.
+- A pattern with no `/` (other than a trailing one) matches at any depth
+  (`Dockerfile` matches `Dockerfile` and `docker/Dockerfile`); a pattern with a `/` is
+  anchored at the repository root; a leading `/` only anchors.
+- `*` matches anything but `/`; `?` one character but `/`; `[abc]`, `[a-z]`, `[!a]`
+  character classes; `\\x` a literal `x`.
+- `**` as a whole segment: leading `**/` matches in any directory, `a/**/b` zero or more
+  directories between, trailing `/**` everything below. `**` elsewhere is `*`.
+- A pattern that matches a directory matches everything below it (`vendor` matches
+  `vendor/x/y.c`); a trailing `/` matches directories only.
+- No negation: the config loader refuses a leading `!` (see `glob_problem`).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable, Iterator
+from functools import lru_cache
+
+from gate.model import ChangeStatus, InventoryEntry, PolicySpec
+from gate.policy.context import Check, Context, RawFinding, basename, dirs_of, paths_of
+from gate.policy.patch import path_text
+
+__all__ = [
+    "check_binary_added",
+    "check_binary_changed",
+    "check_ci",
+    "check_gate_config",
+    "check_git_plumbing",
+    "check_new_executable",
+    "check_symlink",
+    "glob_match",
+    "glob_problem",
+    "glob_rule",
+    "is_build_file",
+    "is_ci_path",
+    "is_git_plumbing_path",
+    "is_test_path",
+]
+
+
+# --- globs -------------------------------------------------------------------------
+
+
+def glob_problem(pattern: str) -> str | None:
+    """Why a configured glob is unusable, or None. For the config loader."""
+    if not pattern or not pattern.strip("/"):
+        return "a non-empty path pattern"
+    if pattern.startswith("!"):
+        return "a pattern without '!' (negation is not supported)"
+    if "\x00" in pattern:
+        return "a pattern without NUL characters"
+    depth = 0
+    for c in pattern:
+        if c == "[":
+            depth += 1
+        elif c == "]" and depth:
+            depth -= 1
+    if depth:
+        return "a pattern with balanced '[' ']'"
+    return None
+
+
+def _segment_regex(seg: str) -> str:
+    out: list[str] = []
+    i = 0
+    n = len(seg)
+    while i < n:
+        c = seg[i]
+        if c == "*":
+            while i < n and seg[i] == "*":
+                i += 1
+            out.append("[^/]*")
+            continue
+        if c == "?":
+            out.append("[^/]")
+        elif c == "\\" and i + 1 < n:
+            i += 1
+            out.append(re.escape(seg[i]))
+        elif c == "[":
+            j = seg.find("]", i + 2 if seg[i + 1 : i + 2] in ("!", "^", "]") else i + 1)
+            if j < 0:
+                out.append(re.escape(c))
+            else:
+                body = seg[i + 1 : j]
+                neg = body[:1] in ("!", "^")
+                if neg:
+                    body = body[1:]
+                body = body.replace("\\", "\\\\").replace("^", "\\^").replace("[", "\\[")
+                out.append(f"[{'^' if neg else ''}{body}]" if body else "(?!)")
+                i = j
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+@lru_cache(maxsize=1024)
+def _compile(pattern: str) -> tuple[re.Pattern[str], bool]:
+    dir_only = pattern.endswith("/")
+    p = pattern.rstrip("/")
+    anchored = "/" in p
+    p = p.lstrip("/")
+    if not anchored:
+        p = "**/" + p
+    segs = p.split("/")
+    parts: list[str] = []
+    for i, seg in enumerate(segs):
+        last = i == len(segs) - 1
+        if seg == "**":
+            parts.append(".*" if last else "(?:[^/]*/)*")
+            continue
+        parts.append(_segment_regex(seg))
+        if not last:
+            parts.append("/")
+    return re.compile("".join(parts), re.DOTALL), dir_only
+
+
+def glob_match(pattern: str, path: bytes) -> bool:
+    """Whether `path` (or a directory above it) matches `pattern`; see the module doc."""
+    if not pattern.strip("/"):
+        return False
+    rx, dir_only = _compile(pattern)
+    text = path_text(path)
+    segs = text.split("/")
+    candidates = ["/".join(segs[:k]) for k in range(1, len(segs))]
+    if not dir_only:
+        candidates.append(text)
+    return any(rx.fullmatch(c) for c in candidates)
+
+
+# --- path classes ------------------------------------------------------------------
+
+_CI_GLOBS = (
+    ".github/workflows/**",
+    ".github/actions/**",
+    "action.yml",
+    "action.yaml",
+    ".gitlab-ci.yml",
+    ".gitlab/ci/**",
+    ".circleci/**",
+    ".travis.yml",
+    "azure-pipelines.yml",
+    ".azure-pipelines/**",
+    "Jenkinsfile",
+    ".buildkite/**",
+    ".woodpecker.yml",
+    ".woodpecker/**",
+)
+
+
+def is_ci_path(path: bytes) -> bool:
+    return any(glob_match(g, path) for g in _CI_GLOBS)
+
+
+# Files whose content runs when the project is installed, built, tested or an
+# interpreter starts: setup scripts, make, containers, hook managers, package-manager
+# configuration, Python startup files. pyproject.toml / package.json / Cargo.toml are
+# decided per changed line (see `manifest_sections`).
+
+
+# Files whose content runs when the project is installed, built, tested or an
+# interpreter starts: setup scripts, make, containers, hook managers, package-manager
+# configuration, Python startup files. pyproject.toml / package.json / Cargo.toml are
+# decided per changed line (see `manifest_sections`).
+_BUILD_BASENAMES = frozenset(
+    {
+        b"setup.py",
+        b"conftest.py",
+        b"Makefile",
+        b"makefile",
+        b"GNUmakefile",
+        b"CMakeLists.txt",
+        b"Containerfile",
+        b".pre-commit-config.yaml",
+        b".pre-commit-hooks.yaml",
+        b".npmrc",
+        b".yarnrc",
+        b".yarnrc.yml",
+        b".pnpmfile.cjs",
+        b"noxfile.py",
+        b"sitecustomize.py",
+        b"usercustomize.py",
+        b"build.rs",
+        b".envrc",
+        b"justfile",
+        b"Justfile",
+        b"Taskfile.yml",
+        b"Rakefile",
+        b"build.gradle",
+        b"build.gradle.kts",
+        b"settings.gradle",
+        b"pom.xml",
+        b"docker-compose.yml",
+        b"docker-compose.yaml",
+        b"compose.yml",
+        b"compose.yaml",
+    }
+)
+
+
+def is_build_file(path: bytes) -> bool:
+    b = basename(path)
+    return (
+        b in _BUILD_BASENAMES
+        or b.endswith((b".mk", b".pth", b".Dockerfile", b".dockerfile"))
+        or b.startswith((b"Dockerfile", b"Containerfile"))
+    )
+
+
+_HOOK_DIRS = frozenset({b".githooks", b".husky", b"git-hooks", b".git-hooks", b"githooks"})
+
+
+def is_git_plumbing_path(path: bytes) -> bool:
+    b = basename(path)
+    if b in (b".gitattributes", b".gitmodules", b".lfsconfig"):
+        return True
+    return any(d in _HOOK_DIRS for d in dirs_of(path))
+
+
+_TEST_DIRS = frozenset({b"tests", b"test", b"__tests__", b"testing", b"spec", b"specs"})
+_CODE_EXT = (
+    b".py",
+    b".pyi",
+    b".js",
+    b".jsx",
+    b".ts",
+    b".tsx",
+    b".mjs",
+    b".cjs",
+    b".go",
+    b".rb",
+    b".java",
+    b".kt",
+    b".rs",
+    b".c",
+    b".cc",
+    b".cpp",
+    b".cs",
+    b".php",
+    b".sh",
+    b".swift",
+)
+_TEST_NAME = re.compile(
+    rb"^(?:test_.+\.py|.+_tests?\.py|tests?\.py|conftest\.py|.+_test\.go|.+\.(?:test|spec)\."
+    rb"(?:[cm]?[jt]sx?)|.+Tests?\.(?:java|kt|cs|swift)|.+_(?:spec|test)\.rb|test_.+\.(?:sh|rb)"
+    rb"|.+_test\.(?:c|cc|cpp|rs|exs))$"
+)
+
+
+def is_test_path(path: bytes) -> bool:
+    """A test source file: a test-named file anywhere, or source code under a test dir."""
+    b = basename(path)
+    if _TEST_NAME.match(b):
+        return True
+    return b.endswith(_CODE_EXT) and any(d in _TEST_DIRS for d in dirs_of(path))
+
+
+_EXEC_DIRS = frozenset({b"scripts", b"script", b"bin", b"tools", b"sbin", b".bin"})
+
+
+def check_gate_config(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        for p in paths_of(e):
+            if p == ctx.config_path:
+                yield RawFinding(
+                    p,
+                    f"the gate's configuration is {e.status.value}; this run is judged by the "
+                    "base's configuration and the change takes effect only after merge",
+                )
+
+
+def check_ci(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        for p in paths_of(e):
+            if is_ci_path(p):
+                yield RawFinding(p, f"CI workflow or action file {e.status.value}")
+
+
+def check_git_plumbing(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        if e.gitlink:
+            yield RawFinding(
+                e.path,
+                f"submodule pointer {e.status.value}; submodule contents are outside the "
+                "evidence (not materialized, not proven)",
+            )
+        for p in paths_of(e):
+            if is_git_plumbing_path(p):
+                yield RawFinding(p, f"git plumbing {e.status.value}: changes what a checkout means")
+
+
+def _symlink_escape_reason(entry: InventoryEntry) -> str | None:
+    if entry.new_mode != 0o120000 or entry.status is ChangeStatus.DELETED:
+        return None
+    target = entry.symlink_target
+    if entry.symlink_absolute or (target is not None and target.startswith(b"/")):
+        return "absolute"
+    if entry.symlink_escapes:
+        return "escaping"
+    if target is None:
+        return None
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(entry.path), target))
+    if joined == b".." or joined.startswith(b"../"):
+        return "escaping"
+    return None
+
+
+def check_symlink(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        why = _symlink_escape_reason(e)
+        if why is not None:
+            yield RawFinding(e.path, f"{why} symlink: its target lies outside the repository")
+
+
+def check_new_executable(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        if e.new_mode != 0o100755 or e.old_mode == 0o100755:
+            continue
+        if any(d in _EXEC_DIRS for d in dirs_of(e.path)):
+            continue
+        how = "added as executable" if e.old_mode is None else "made executable"
+        yield RawFinding(e.path, f"file {how} outside scripts/, bin/, tools/")
+
+
+def check_binary_added(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        if e.binary and e.status is ChangeStatus.ADDED:
+            yield RawFinding(
+                e.path, f"binary file added ({e.size if e.size is not None else '?'} bytes)"
+            )
+
+
+def check_binary_changed(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        if e.binary and e.status in (
+            ChangeStatus.MODIFIED,
+            ChangeStatus.RENAMED,
+            ChangeStatus.TYPE_CHANGED,
+        ):
+            yield RawFinding(e.path, f"binary file {e.status.value}")
+
+
+def glob_rule(globs: Callable[[PolicySpec], tuple[str, ...]], what: str) -> Check:
+    def check(ctx: Context) -> Iterator[RawFinding]:
+        for e in ctx.inventory:
+            for p in paths_of(e):
+                for g in globs(ctx.spec):
+                    if glob_match(g, p):
+                        yield RawFinding(p, f"{what} path {e.status.value} (matches {g!r})")
+
+    return check
