@@ -25,6 +25,8 @@ import re
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 
+from pathspec import GitIgnoreSpec
+
 from gate.model import ChangeStatus, InventoryEntry, PolicySpec
 from gate.policy.context import Check, Context, RawFinding, basename, dirs_of, paths_of
 from gate.policy.patch import path_text
@@ -69,72 +71,30 @@ def glob_problem(pattern: str) -> str | None:
     return None
 
 
-def _segment_regex(seg: str) -> str:
-    out: list[str] = []
-    i = 0
-    n = len(seg)
-    while i < n:
-        c = seg[i]
-        if c == "*":
-            while i < n and seg[i] == "*":
-                i += 1
-            out.append("[^/]*")
-            continue
-        if c == "?":
-            out.append("[^/]")
-        elif c == "\\" and i + 1 < n:
-            i += 1
-            out.append(re.escape(seg[i]))
-        elif c == "[":
-            j = seg.find("]", i + 2 if seg[i + 1 : i + 2] in ("!", "^", "]") else i + 1)
-            if j < 0:
-                out.append(re.escape(c))
-            else:
-                body = seg[i + 1 : j]
-                neg = body[:1] in ("!", "^")
-                if neg:
-                    body = body[1:]
-                body = body.replace("\\", "\\\\").replace("^", "\\^").replace("[", "\\[")
-                out.append(f"[{'^' if neg else ''}{body}]" if body else "(?!)")
-                i = j
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
-
-
 @lru_cache(maxsize=1024)
-def _compile(pattern: str) -> tuple[re.Pattern[str], bool]:
+def _compile(pattern: str) -> tuple[GitIgnoreSpec, bool]:
+    """(spec, dir_only): a trailing `/` is matched against the path's directories only."""
     dir_only = pattern.endswith("/")
-    p = pattern.rstrip("/")
-    anchored = "/" in p
-    p = p.lstrip("/")
-    if not anchored:
-        p = "**/" + p
-    segs = p.split("/")
-    parts: list[str] = []
-    for i, seg in enumerate(segs):
-        last = i == len(segs) - 1
-        if seg == "**":
-            parts.append(".*" if last else "(?:[^/]*/)*")
-            continue
-        parts.append(_segment_regex(seg))
-        if not last:
-            parts.append("/")
-    return re.compile("".join(parts), re.DOTALL), dir_only
+    line = pattern.rstrip("/") if dir_only else pattern
+    # gitignore *files* read a leading `#` as a comment and drop trailing spaces; a
+    # configured glob means them literally
+    if line.startswith("#"):
+        line = "\\" + line
+    stripped = line.rstrip(" ")
+    line = stripped + "\\ " * (len(line) - len(stripped))
+    return GitIgnoreSpec.from_lines([line]), dir_only
 
 
 def glob_match(pattern: str, path: bytes) -> bool:
     """Whether `path` (or a directory above it) matches `pattern`; see the module doc."""
     if not pattern.strip("/"):
         return False
-    rx, dir_only = _compile(pattern)
+    spec, dir_only = _compile(pattern)
     text = path_text(path)
-    segs = text.split("/")
-    candidates = ["/".join(segs[:k]) for k in range(1, len(segs))]
     if not dir_only:
-        candidates.append(text)
-    return any(rx.fullmatch(c) for c in candidates)
+        return spec.match_file(text)  # a directory pattern covers what is below it
+    segs = text.split("/")
+    return any(spec.match_file("/".join(segs[:k])) for k in range(1, len(segs)))
 
 
 # --- path classes ------------------------------------------------------------------
