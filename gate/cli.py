@@ -7,6 +7,7 @@ the `gate` logger.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -323,7 +324,7 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
     )
     with GitRepository(args.repo) as evidence:
         run = prove(
-            request,
+            dataclasses.replace(request, repo_dir=evidence.workdir),
             evidence=evidence,
             sandbox=lambda: DockerSandbox(allow_pull=bool(getattr(args, "allow_pull", False))),
             approver=approver,

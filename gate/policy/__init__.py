@@ -45,6 +45,7 @@ __all__ = [
     "RULES",
     "Rule",
     "Thresholds",
+    "binary_scan_paths",
     "effective_decisions",
     "evaluate",
     "fingerprint",
@@ -90,7 +91,8 @@ def fingerprint(
     config_path: str = DEFAULT_CONFIG_PATH,
     thresholds: Thresholds | None = None,
 ) -> Sha256:
-    """SHA-256 (hex) of the canonical JSON of the effective policy.
+    """SHA-256 (hex) of the canonical JSON of the effective policy. `thresholds`
+    defaults to the spec's own (`policy.thresholds`).
 
     Raises:
         ValueError: unknown rule ids in `spec.rules`.
@@ -106,10 +108,34 @@ def fingerprint(
         "protected": list(spec.protected),
         "deny": list(spec.deny),
         "budgets": {"files": spec.budgets.files, "lines": spec.budgets.lines},
-        "thresholds": (thresholds or Thresholds()).to_dict(),
+        "thresholds": _thresholds(spec, thresholds).to_dict(),
         "config_path": config_path,
     }
     return Sha256(hashlib.sha256(canonical_json(doc)).hexdigest())
+
+
+def binary_scan_paths(inventory: Sequence[InventoryEntry], *, max_bytes: int) -> frozenset[bytes]:
+    """Binary regular files the patch adds or changes, smallest first, up to `max_bytes`
+    in total (by the inventory's sizes): what to supply as `evaluate(binary_files=...)`."""
+    wanted = sorted(
+        (e.size or 0, e.path)
+        for e in inventory
+        if e.binary and e.new_mode in (0o100644, 0o100755) and e.status is not ChangeStatus.DELETED
+    )
+    out: set[bytes] = set()
+    total = 0
+    for size, path in wanted:
+        total += size
+        if total > max_bytes:
+            break
+        out.add(path)
+    return frozenset(out)
+
+
+def _thresholds(spec: PolicySpec, given: Thresholds | None) -> Thresholds:
+    if given is not None:
+        return given
+    return Thresholds(immediate=spec.thresholds[0], future=spec.thresholds[1])
 
 
 def _synthesized(
@@ -151,6 +177,7 @@ def evaluate(
     config_path: str = DEFAULT_CONFIG_PATH,
     thresholds: Thresholds | None = None,
     tree_files: Mapping[bytes, bytes] | None = None,
+    binary_files: Mapping[bytes, bytes] | None = None,
 ) -> PolicyResult:
     """Judge a change. Pure; total over any patch bytes.
 
@@ -163,6 +190,11 @@ def evaluate(
     b""); with None the import-graph analyzer is recorded as not run. Content that
     disagrees with the patch's new side is ignored.
 
+    `binary_files` (optional) maps paths of binary files the patch adds or changes to
+    their new contents (`binary_scan_paths` selects them, bounded): the secrets rules
+    read them, since one NUL byte makes git call a private-key file binary.
+    `thresholds` defaults to the spec's `policy.thresholds`.
+
     Raises:
         ValueError: unknown rule ids in `spec.rules` (see `validate_rule_ids`).
     """
@@ -173,6 +205,7 @@ def evaluate(
     for d in diffs:
         by_path.setdefault(d.path, d)
     cfg = config_path.encode("utf-8", "surrogateescape")
+    thresholds = _thresholds(spec, thresholds)
 
     def sensitive(p: bytes) -> bool:
         return (
@@ -190,13 +223,14 @@ def evaluate(
         tree_files=tree_files,
         thresholds=thresholds,
     )
-    th = thresholds or Thresholds()
+    th = thresholds
     ctx = Context(
         inventory=entries,
         diffs=by_path,
         spec=spec,
         config_path=cfg,
         tree_files=tree_files,
+        binary_files=binary_files,
         blast_scores={"immediate": blast.immediate, "future": blast.future},
         thresholds={"immediate": th.immediate, "future": th.future},
     )

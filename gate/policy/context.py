@@ -51,6 +51,7 @@ class Context:
     spec: PolicySpec
     config_path: bytes
     tree_files: Mapping[bytes, bytes] | None
+    binary_files: Mapping[bytes, bytes] | None
     blast_scores: Mapping[str, int]
     thresholds: Mapping[str, int | None]
 

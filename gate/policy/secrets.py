@@ -14,7 +14,13 @@ from collections.abc import Iterator
 
 from gate.policy.context import Context, RawFinding, as_text, text_diffs
 
-__all__ = ["check_private_key", "check_secret_token", "redact", "shannon_entropy"]
+__all__ = [
+    "MAX_BINARY_SCAN_BYTES",
+    "check_private_key",
+    "check_secret_token",
+    "redact",
+    "shannon_entropy",
+]
 
 
 # --- secrets -----------------------------------------------------------------------
@@ -62,32 +68,51 @@ def _looks_random(v: bytes) -> bool:
     return has_digit and has_alpha and shannon_entropy(v) >= ENTROPY_BITS
 
 
-def check_private_key(ctx: Context) -> Iterator[RawFinding]:
+# Binary files are read whole up to this much (git calls a file binary for one NUL byte,
+# so a private key with a NUL appended must not slip past as "binary").
+MAX_BINARY_SCAN_BYTES = 1 << 20
+
+
+def _added_runs(ctx: Context) -> Iterator[tuple[bytes, list[tuple[int | None, bytes]]]]:
+    """(path, consecutive added lines with their new line numbers): each hunk's added
+    lines of a text diff, and the new content (bounded) of each binary file the patch
+    adds or changes, whose lines have no number."""
     for d in text_diffs(ctx):
         for hunk in d.hunks:
-            added = [ln for ln in hunk if ln.kind == "+"]
-            for i, ln in enumerate(added):
-                m = _PEM_BEGIN.search(ln.text)
-                if m is None:
-                    continue
-                # A BEGIN marker alone (a PEM parser's constant) is not a key: want a body.
-                rest = [ln.text[m.end() :]] + [x.text for x in added[i + 1 : i + 4]]
-                if any(_B64_RUN.search(r) for r in rest):
-                    kind = as_text(m.group(1)).strip() or "PKCS#8"
-                    yield RawFinding(d.path, f"{kind} private key block added", ln.new)
+            yield d.path, [(ln.new, ln.text) for ln in hunk if ln.kind == "+"]
+    if ctx.binary_files is None:
+        return
+    for path in sorted(ctx.diffs):
+        d = ctx.diffs[path]
+        data = ctx.binary_files.get(d.new_path) if d.binary and d.new_path is not None else None
+        if data is not None:
+            yield d.path, [(None, x) for x in data[:MAX_BINARY_SCAN_BYTES].split(b"\n")]
+
+
+def check_private_key(ctx: Context) -> Iterator[RawFinding]:
+    for path, added in _added_runs(ctx):
+        for i, (line, text) in enumerate(added):
+            m = _PEM_BEGIN.search(text)
+            if m is None:
+                continue
+            # A BEGIN marker alone (a PEM parser's constant) is not a key: want a body.
+            rest = [text[m.end() :]] + [x for _, x in added[i + 1 : i + 4]]
+            if any(_B64_RUN.search(r) for r in rest):
+                kind = as_text(m.group(1)).strip() or "PKCS#8"
+                yield RawFinding(path, f"{kind} private key block added", line)
 
 
 def check_secret_token(ctx: Context) -> Iterator[RawFinding]:
-    for d in text_diffs(ctx):
-        for ln in d.added:
+    for path, added in _added_runs(ctx):
+        for line, text in added:
             hits: set[tuple[str, bytes]] = set()
             for kind, rx in _TOKENS:
-                for m in rx.finditer(ln.text):
+                for m in rx.finditer(text):
                     hits.add((kind, m.group(1)))
-            for m in _ASSIGN.finditer(ln.text):
+            for m in _ASSIGN.finditer(text):
                 value = m.group(2)
                 if len(value) >= SECRET_MIN_LEN and _looks_random(value):
                     name = as_text(m.group(1))[:64]
                     hits.add((f"high-entropy value assigned to {name}", value))
             for kind, secret in sorted(hits):
-                yield RawFinding(d.path, f"{kind} added ({redact(secret)})", ln.new)
+                yield RawFinding(path, f"{kind} added ({redact(secret)})", line)
