@@ -122,11 +122,8 @@ def test_prove_with_a_config_the_patch_changes_runs_nothing(tmp_path: Path) -> N
     assert predicate["checks"] == []
 
 
-_KEY = (
-    b"-----BEGIN RSA PRIVATE KEY-----\n"
-    + b"MIIEowIBAAKCAQEAq3Jx0m1y2kX6rQ3v8p0bZ9Yh5vQ2q0y7mN4Lx8J2sT6c1pW0\n" * 4
-    + b"-----END RSA PRIVATE KEY-----\n"
-)
+_BODY = b"MIIEowIBAAKCAQEAq3Jx0m1y2kX6rQ3v8p0bZ9Yh5vQ2q0y7mN4Lx8J2sT6c1pW0\n"
+_KEY = b"-----BEGIN RSA PRIVATE KEY-----\n" + _BODY * 4 + b"-----END RSA PRIVATE KEY-----\n"
 
 
 @pytest.mark.parametrize(
