@@ -123,8 +123,9 @@ def judge_policy(
 ) -> PolicyResult:
     """The policy as `prove` runs it (and benchmarks/replay.py measures it): the proven
     tree's files the analyzers want (up to MAX_ANALYZED_BYTES, else they record that
-    they did not run) and the binary files the patch adds (up to MAX_SCANNED_BINARY_BYTES,
-    read from head's tree when no proven tree was computed).
+    they did not run), the binary files the patch adds (up to MAX_SCANNED_BINARY_BYTES,
+    read from head's tree when no proven tree was computed) and the base's copies of the
+    changed Python test files (as much again).
 
     Raises:
         RepoError: a tree is not readable.
@@ -141,6 +142,16 @@ def judge_policy(
             binaries.__contains__,
             max_bytes=MAX_SCANNED_BINARY_BYTES,
         )
+    base_files: dict[bytes, bytes] = {}
+    budget = MAX_SCANNED_BINARY_BYTES
+    for e in ev.inventory:
+        old = policy.wants_base_file(e)
+        if old is None or (e.old_size or 0) > budget:
+            continue
+        found = evidence.read_blob_at(ev.base.commit, old.decode("utf-8", "surrogateescape"))
+        if found is not None:
+            base_files[old] = found[1]
+            budget -= len(found[1])
     return policy.evaluate(
         ev.inventory,
         ev.patch.data,
@@ -148,6 +159,7 @@ def judge_policy(
         config_path=config_path,
         tree_files=tree_files,
         binary_files=binary_files,
+        base_files=base_files,
     )
 
 

@@ -37,7 +37,13 @@ from gate.policy.catalog import CATALOG
 from gate.policy.context import Context, Rule
 from gate.policy.manifests import is_build_time_path, wants_tree_file
 from gate.policy.patch import FileDiff, parse_patch
-from gate.policy.paths import glob_match, glob_problem, is_ci_path, is_git_plumbing_path
+from gate.policy.paths import (
+    glob_match,
+    glob_problem,
+    is_ci_path,
+    is_git_plumbing_path,
+    is_test_path,
+)
 
 __all__ = [
     "CATALOG_VERSION",
@@ -46,6 +52,7 @@ __all__ = [
     "Rule",
     "Thresholds",
     "binary_scan_paths",
+    "wants_base_file",
     "effective_decisions",
     "evaluate",
     "fingerprint",
@@ -132,6 +139,15 @@ def binary_scan_paths(inventory: Sequence[InventoryEntry], *, max_bytes: int) ->
     return frozenset(out)
 
 
+def wants_base_file(entry: InventoryEntry) -> bytes | None:
+    """The base path whose contents `evaluate(base_files=...)` wants for this entry: the
+    old side of a changed Python test file; None for anything else."""
+    old = entry.old_path or entry.path
+    if entry.status in (ChangeStatus.ADDED, ChangeStatus.DELETED) or entry.binary:
+        return None
+    return old if old.endswith(b".py") and is_test_path(old) else None
+
+
 def _thresholds(spec: PolicySpec, given: Thresholds | None) -> Thresholds:
     if given is not None:
         return given
@@ -178,6 +194,7 @@ def evaluate(
     thresholds: Thresholds | None = None,
     tree_files: Mapping[bytes, bytes] | None = None,
     binary_files: Mapping[bytes, bytes] | None = None,
+    base_files: Mapping[bytes, bytes] | None = None,
 ) -> PolicyResult:
     """Judge a change. Pure; total over any patch bytes.
 
@@ -193,7 +210,10 @@ def evaluate(
     `binary_files` (optional) maps paths of binary files the patch adds or changes to
     their new contents (`binary_scan_paths` selects them, bounded): the secrets rules
     read them, since one NUL byte makes git call a private-key file binary.
-    `thresholds` defaults to the spec's `policy.thresholds`.
+    `base_files` (optional) maps the old paths of changed Python test files to their
+    contents in the base (`wants_base_file` selects them): `tests-skipped` then reads
+    both copies with `ast` (import aliases, marker objects, raised skip exceptions)
+    rather than line patterns. `thresholds` defaults to the spec's `policy.thresholds`.
 
     Raises:
         ValueError: unknown rule ids in `spec.rules` (see `validate_rule_ids`).
@@ -231,6 +251,7 @@ def evaluate(
         config_path=cfg,
         tree_files=tree_files,
         binary_files=binary_files,
+        base_files=base_files,
         blast_scores={"immediate": blast.immediate, "future": blast.future},
         thresholds={"immediate": th.immediate, "future": th.future},
     )

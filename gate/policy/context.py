@@ -52,6 +52,7 @@ class Context:
     config_path: bytes
     tree_files: Mapping[bytes, bytes] | None
     binary_files: Mapping[bytes, bytes] | None
+    base_files: Mapping[bytes, bytes] | None
     blast_scores: Mapping[str, int]
     thresholds: Mapping[str, int | None]
 

@@ -23,6 +23,7 @@ from gate.policy.context import Context, RawFinding, as_text, basename, paths_of
 from gate.policy.manifests import describe_line, indent, manifest_sections
 from gate.policy.patch import FileDiff, HunkLine
 from gate.policy.paths import is_test_path
+from gate.policy.skips import SkipSite, new_skips
 
 __all__ = [
     "check_assertions_removed",
@@ -349,11 +350,31 @@ def _not_collected(d: FileDiff) -> Iterator[RawFinding]:
                     )
 
 
+def _semantic_skips(ctx: Context, d: FileDiff) -> list[SkipSite] | None:
+    """New skips of existing tests in a changed Python test file, read with `ast` from
+    the base's and the proven tree's copies; None when either copy is not at hand (the
+    line patterns judge the file then)."""
+    if d.old_path is None or d.new_path is None or not d.new_path.endswith(b".py"):
+        return None
+    if not is_test_path(d.new_path) or ctx.base_files is None or ctx.tree_files is None:
+        return None
+    old, new = ctx.base_files.get(d.old_path), ctx.tree_files.get(d.new_path)
+    if old is None or new is None:
+        return None
+    return new_skips(old, new)
+
+
 def check_tests_skipped(ctx: Context) -> Iterator[RawFinding]:
     for d in text_diffs(ctx):
         if d.new_path is None:
             continue
-        if is_test_path(d.new_path) and d.old_path is not None:
+        semantic = _semantic_skips(ctx, d)
+        if semantic is not None:
+            yield from _not_collected(d)
+            for site in semantic:
+                what = f"{site.kind} on {site.target or 'every test of the module'}"
+                yield RawFinding(d.path, f"existing test newly skipped ({what})", site.line)
+        elif is_test_path(d.new_path) and d.old_path is not None:
             # A marker that was only rewritten (deleted and re-added) is not a new skip;
             # a new test that is skipped somewhere weakens no test that existed.
             removed = Counter(

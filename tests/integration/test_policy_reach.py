@@ -179,3 +179,88 @@ def test_symlink_chains_are_resolved_against_the_whole_tree(
     escapes = _findings(predicate).get("symlink-escapes", [])
     assert [f["path"] for f in escapes] == held
     assert code == (11 if held else 0)
+
+
+_TESTS = (
+    b"import pytest\n\n\ndef test_a():\n    assert 1\n\n\n"
+    b"class TestB:\n    def test_c(self):\n        pass\n"
+)
+_SKIPS = [
+    pytest.param(
+        b"from pytest import skip\n" + _TESTS.replace(b"    assert 1", b"    skip('later')"),
+        "pytest.skip on test_a",
+        id="from-pytest-import-skip",
+    ),
+    pytest.param(
+        _TESTS.replace(b"import pytest\n", b"import pytest as pt\n").replace(
+            b"def test_a", b"@pt.mark.xfail\ndef test_a"
+        ),
+        "pytest.mark.xfail on test_a",
+        id="import-pytest-as-pt",
+    ),
+    pytest.param(
+        _TESTS.replace(
+            b"import pytest\n", b"import pytest\n\nslow = pytest.mark.skip('x')\n"
+        ).replace(b"def test_a", b"@slow\ndef test_a"),
+        "pytest.mark.skip on test_a",
+        id="named-marker-object",
+    ),
+    pytest.param(
+        _TESTS.replace(b"    assert 1", b"    raise pytest.skip.Exception('x')"),
+        "pytest.skip.Exception on test_a",
+        id="raise-skip-exception",
+    ),
+    pytest.param(
+        b"import unittest\n"
+        + _TESTS.replace(b"        pass", b"        raise unittest.SkipTest('x')"),
+        "unittest.SkipTest on TestB.test_c",
+        id="raise-unittest-skiptest",
+    ),
+    pytest.param(
+        _TESTS + b"\npytestmark: list[object] = [pytest.mark.skip]\n",
+        "pytest.mark.skip on every test of the module",
+        id="module-level-annotated-pytestmark",
+    ),
+]
+
+
+@pytest.mark.parametrize(("head", "message"), _SKIPS)
+def test_skips_in_any_spelling_are_held(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], head: bytes, message: str
+) -> None:
+    path = _repo(
+        tmp_path,
+        {b".github/proofgate.yml": CONFIG, b"tests/test_x.py": _TESTS},
+        {b"tests/test_x.py": head},
+    )
+    code, predicate = _policy(path, capsys)
+    skipped = _findings(predicate).get("tests-skipped", [])
+    assert [f["message"] for f in skipped] == [f"existing test newly skipped ({message})"]
+    assert code == 11
+
+
+_SKIPPED_A = _TESTS.replace(b"def test_a", b"@pytest.mark.skipif(WIN, reason='x')\ndef test_a")
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        _SKIPPED_A + b"\n\n@pytest.mark.skip('posix')\ndef test_new():\n    pass\n",
+        _SKIPPED_A.replace(b"import pytest\n", b"import pytest as pt\n").replace(
+            b"@pytest.mark", b"@pt.mark"
+        ),
+        _SKIPPED_A.replace(b"skipif(WIN, reason='x')", b"skipif(\n    IS_WINDOWS, reason='y'\n)"),
+    ],
+    ids=["new-test-skipped", "alias-only", "condition-rewritten"],
+)
+def test_changes_that_skip_no_existing_test_are_allowed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], head: bytes
+) -> None:
+    path = _repo(
+        tmp_path,
+        {b".github/proofgate.yml": CONFIG, b"tests/test_x.py": _SKIPPED_A},
+        {b"tests/test_x.py": head},
+    )
+    code, predicate = _policy(path, capsys)
+    assert "tests-skipped" not in _findings(predicate)
+    assert code == 0
