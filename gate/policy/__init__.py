@@ -66,7 +66,10 @@ __all__ = [
 # so an approval given under an older catalog no longer applies.
 # 2: module-shadowing and test-config-changed added; tests-skipped reads `__test__`,
 #    `collect_ignore` and module-level `pytestmark`; tests-deleted reads single tests.
-CATALOG_VERSION: Final[str] = "2"
+# 3: compiled-code-added, plugin-metadata-added, test-plugin-added; binary-* leave
+#    compiled code to compiled-code-added; tests-skipped reads Python with `ast`;
+#    thresholds come from the spec; symlink chains resolve against the tree.
+CATALOG_VERSION: Final[str] = "3"
 DEFAULT_CONFIG_PATH: Final[str] = ".github/proofgate.yml"
 
 RULES: Mapping[str, Rule] = MappingProxyType({r.id: r for r, _ in CATALOG})

@@ -28,13 +28,16 @@ from functools import lru_cache
 from pathspec import GitIgnoreSpec
 
 from gate.model import ChangeStatus, InventoryEntry, PolicySpec
-from gate.policy.context import Check, Context, RawFinding, basename, dirs_of, paths_of
+from gate.policy.context import Check, Context, RawFinding, as_text, basename, dirs_of, paths_of
 from gate.policy.patch import path_text
+from gate.policy.pins import describe_pins
 
 __all__ = [
     "check_binary_added",
     "check_binary_changed",
     "check_ci",
+    "check_compiled_code",
+    "check_plugin_metadata",
     "check_gate_config",
     "check_git_plumbing",
     "check_new_executable",
@@ -44,8 +47,10 @@ __all__ = [
     "glob_rule",
     "is_build_file",
     "is_ci_path",
+    "is_compiled_path",
     "is_git_plumbing_path",
     "is_test_path",
+    "plugin_metadata_root",
 ]
 
 
@@ -242,7 +247,10 @@ def check_ci(ctx: Context) -> Iterator[RawFinding]:
     for e in ctx.inventory:
         for p in paths_of(e):
             if is_ci_path(p):
-                yield RawFinding(p, f"CI workflow or action file {e.status.value}")
+                d = ctx.diff_of(e)
+                pins = describe_pins(d) if d is not None and p == e.path else None
+                tail = f": {pins}" if pins else ""
+                yield RawFinding(p, f"CI workflow or action file {e.status.value}{tail}")
 
 
 def check_git_plumbing(ctx: Context) -> Iterator[RawFinding]:
@@ -291,9 +299,67 @@ def check_new_executable(ctx: Context) -> Iterator[RawFinding]:
         yield RawFinding(e.path, f"file {how} outside scripts/, bin/, tools/")
 
 
+# Compiled code: bytecode and native extensions run in place of (or beside) source, and
+# no reviewer reads them (SPEC §3.2: committed bytecode must never stand in for source).
+_COMPILED = re.compile(rb"\.(?:pyc|pyo|so|pyd|dylib)$|\.so\.[0-9][0-9.]*$")
+
+
+def is_compiled_path(path: bytes) -> bool:
+    return bool(_COMPILED.search(basename(path))) or b"__pycache__" in dirs_of(path)
+
+
+def check_compiled_code(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        if e.status is ChangeStatus.DELETED or e.gitlink or e.new_mode == 0o120000:
+            continue
+        if is_compiled_path(e.path):
+            yield RawFinding(
+                e.path,
+                f"compiled code {e.status.value}: it runs in place of or beside the source, "
+                "and cannot be reviewed",
+            )
+
+
+# Package metadata where Python looks for installed distributions: a `*.dist-info` or
+# `*.egg-info` there is an installed package to `importlib.metadata`, so its
+# entry_points.txt can register a `pytest11` plugin that every test run loads; `.pth`
+# and `.egg-link` files add paths or run code at start-up. A sys.path root is the
+# repository root (the working directory), `src/`, or any top-level directory (pytest's
+# rootdir-relative imports and `pythonpath` settings put those on the path).
+_METADATA_DIRS = (b".dist-info", b".egg-info")
+_METADATA_FILES = (b".egg-link", b".pth", b".egg-info")
+
+
+def plugin_metadata_root(path: bytes) -> bytes | None:
+    """The metadata entry (dir or file) of `path` when it sits at a sys.path root."""
+    parts = path.split(b"/")
+    for i, comp in enumerate(parts):
+        last = i == len(parts) - 1
+        if (not last and comp.endswith(_METADATA_DIRS)) or (
+            last and comp.endswith(_METADATA_FILES)
+        ):
+            return b"/".join(parts[: i + 1]) if i <= 1 else None
+    return None
+
+
+def check_plugin_metadata(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        if e.status is ChangeStatus.DELETED:
+            continue
+        root = plugin_metadata_root(e.path)
+        if root is not None:
+            where = as_text(root.rsplit(b"/", 1)[0]) + "/" if b"/" in root else "the root"
+            yield RawFinding(
+                e.path,
+                f"package metadata {e.status.value} at a sys.path root ({where}): Python "
+                "treats it as an installed package, whose entry points (e.g. pytest11) "
+                "load into every test run",
+            )
+
+
 def check_binary_added(ctx: Context) -> Iterator[RawFinding]:
     for e in ctx.inventory:
-        if e.binary and e.status is ChangeStatus.ADDED:
+        if e.binary and e.status is ChangeStatus.ADDED and not is_compiled_path(e.path):
             yield RawFinding(
                 e.path, f"binary file added ({e.size if e.size is not None else '?'} bytes)"
             )
@@ -301,10 +367,15 @@ def check_binary_added(ctx: Context) -> Iterator[RawFinding]:
 
 def check_binary_changed(ctx: Context) -> Iterator[RawFinding]:
     for e in ctx.inventory:
-        if e.binary and e.status in (
-            ChangeStatus.MODIFIED,
-            ChangeStatus.RENAMED,
-            ChangeStatus.TYPE_CHANGED,
+        if (
+            e.binary
+            and not is_compiled_path(e.path)
+            and e.status
+            in (
+                ChangeStatus.MODIFIED,
+                ChangeStatus.RENAMED,
+                ChangeStatus.TYPE_CHANGED,
+            )
         ):
             yield RawFinding(e.path, f"binary file {e.status.value}")
 

@@ -29,6 +29,7 @@ __all__ = [
     "check_assertions_removed",
     "check_module_shadowing",
     "check_test_config",
+    "check_test_plugin",
     "check_tests_deleted",
     "check_tests_skipped",
     "shadowed_module",
@@ -419,9 +420,44 @@ def check_tests_skipped(ctx: Context) -> Iterator[RawFinding]:
                     yield RawFinding(d.path, f"test selection narrowed ({opt})", ln.new)
 
 
-# Where pytest reads its configuration: whole files, and sections of shared files.
-# Every changed line there (comments and blank lines included) can change which tests
-# run or how their outcome is counted, so any change is held.
+# Plugins a test run loads that the base's run did not: `pytest_plugins` in a module
+# other than a conftest.py (pytest honours it in test modules too; conftest.py is
+# `build-hook-changed` anyway), `-p NAME` in a file pytest or tox reads its options
+# from, and the PYTEST_PLUGINS / PYTEST_ADDOPTS variables set outside Python sources
+# (tox.ini, Makefiles, workflow files, .env). A plugin runs in every test process and
+# can rewrite any outcome. `-p no:NAME` switches a plugin off: that is
+# `test-config-changed`, not a plugin added.
+_PLUGINS_ASSIGN = re.compile(
+    rb"^\s*pytest_plugins\b\s*(?::[^=]*)?(?:=|\+=|\.(?:append|extend|insert)\()"
+)
+_PLUGIN_OPT = re.compile(rb"(?:^|[\s\"'=,\[])-p[\s=]*(?![\s=]*no:)([A-Za-z_][\w.:-]*)")
+_PLUGIN_ENV = re.compile(rb"\b(PYTEST_PLUGINS|PYTEST_ADDOPTS)\b")
+
+
+def check_test_plugin(ctx: Context) -> Iterator[RawFinding]:
+    for d in text_diffs(ctx):
+        if d.new_path is None:
+            continue
+        base = basename(d.new_path)
+        python = base.endswith((b".py", b".pyi"))
+        for ln in d.added:
+            if python and base != b"conftest.py" and _PLUGINS_ASSIGN.match(ln.text):
+                yield RawFinding(
+                    d.path, "pytest plugins loaded from a module (pytest_plugins)", ln.new
+                )
+            if base in _PYTEST_CONFIG:
+                for m in _PLUGIN_OPT.finditer(ln.text):
+                    plugin = as_text(m.group(1))
+                    yield RawFinding(
+                        d.path, f"pytest plugin loaded by option (-p {plugin})", ln.new
+                    )
+            if not python:
+                for m in _PLUGIN_ENV.finditer(ln.text):
+                    yield RawFinding(
+                        d.path,
+                        f"pytest's plugin/option variable set ({as_text(m.group(1))})",
+                        ln.new,
+                    )
 
 
 # Where pytest reads its configuration: whole files, and sections of shared files.

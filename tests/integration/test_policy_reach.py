@@ -264,3 +264,92 @@ def test_changes_that_skip_no_existing_test_are_allowed(
     code, predicate = _policy(path, capsys)
     assert "tests-skipped" not in _findings(predicate)
     assert code == 0
+
+
+_ROUTES = [
+    pytest.param(
+        {b"calc/__pycache__/calc.cpython-312.pyc": b"\xcb\r\r\n\0\0\0\0" + b"\0" * 16},
+        "compiled-code-added",
+        id="committed-pyc",
+    ),
+    pytest.param(
+        {b"evil-1.0.dist-info/entry_points.txt": b"[pytest11]\nevil = evil_plugin\n"},
+        "plugin-metadata-added",
+        id="dist-info-at-root",
+    ),
+    pytest.param(
+        {b"tests/test_y.py": b"pytest_plugins = ['evil_plugin']\n\n\ndef test_y():\n    pass\n"},
+        "test-plugin-added",
+        id="pytest-plugins-in-test-module",
+    ),
+    pytest.param(
+        {b"pytest.ini": b"[pytest]\naddopts = -p evil_plugin\n"},
+        "test-plugin-added",
+        id="p-option",
+    ),
+]
+
+
+@pytest.mark.parametrize(("head", "rule"), _ROUTES)
+def test_code_routes_into_the_test_run_are_held(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], head: dict[bytes, object], rule: str
+) -> None:
+    path = _repo(tmp_path, {b".github/proofgate.yml": CONFIG, b"calc/calc.py": b"x = 1\n"}, head)
+    code, predicate = _policy(path, capsys)
+    found = _findings(predicate)
+    assert rule in found, found
+    assert "binary-added" not in found
+    assert code == 11
+
+
+_OLD_PIN = "11bd71901bbe5b1630ceea73d27597364c9af683"
+_NEW_PIN = "08eba0b27e820071cde6df949e0beb9ba4906955"
+_WORKFLOW = (
+    "jobs:\n  t:\n    steps:\n      - uses: actions/checkout@{} # {}\n      - run: make test\n"
+)
+_PRECOMMIT = (
+    "repos:\n  - repo: https://github.com/astral-sh/ruff-pre-commit\n"
+    "    rev: {}\n    hooks:\n      - id: ruff\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("path", "old", "new", "rule", "message"),
+    [
+        pytest.param(
+            ".github/workflows/ci.yml",
+            _WORKFLOW.format(_OLD_PIN, "v4.2.2"),
+            _WORKFLOW.format(_NEW_PIN, "v4.3.0"),
+            "ci-workflow-changed",
+            "CI workflow or action file modified: pins moved: actions/checkout "
+            "11bd71...(v4.2.2) → 08eba0...(v4.3.0); nothing else changed",
+            id="action-bump",
+        ),
+        pytest.param(
+            ".pre-commit-config.yaml",
+            _PRECOMMIT.format("v0.7.1"),
+            _PRECOMMIT.format("v0.8.0").replace("id: ruff", "id: ruff-format"),
+            "build-hook-changed",
+            "build/install-time file modified: pins moved: astral-sh/ruff-pre-commit "
+            "v0.7.1 → v0.8.0; and 2 other changed line(s)",
+            id="pre-commit-autoupdate-and-more",
+        ),
+    ],
+)
+def test_pin_bumps_stay_held_and_say_exactly_what_moved(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    path: str,
+    old: str,
+    new: str,
+    rule: str,
+    message: str,
+) -> None:
+    repo = _repo(
+        tmp_path,
+        {b".github/proofgate.yml": CONFIG, path.encode(): old.encode()},
+        {path.encode(): new.encode()},
+    )
+    code, predicate = _policy(repo, capsys)
+    assert [f["message"] for f in _findings(predicate)[rule]] == [message]
+    assert code == 11

@@ -816,6 +816,72 @@ CASES: dict[str, Case] = {
     "text-file-is-not-binary": Case(
         (chg("img/logo.svg", "A", added=["<svg/>"]),), "binary-added", False, A
     ),
+    # compiled-code-added (issue 13): its own rule, not binary-added
+    "pyc-added-is-held": Case(
+        (chg("pkg/__pycache__/mod.cpython-312.pyc", "A", binary=True, size=9),),
+        "compiled-code-added",
+        True,
+        H,
+    ),
+    "extension-added-is-held": Case(
+        (chg("pkg/_speed.cpython-312-x86_64-linux-gnu.so", "A", binary=True, size=9),),
+        "compiled-code-added",
+        True,
+        H,
+    ),
+    "pyc-is-not-binary-added": Case(
+        (chg("pkg/mod.pyc", "A", binary=True, size=9),), "binary-added", False, H
+    ),
+    "compiled-code-deleted-is-fine": Case(
+        (chg("pkg/mod.pyc", "D", binary=True),), "compiled-code-added", False, A
+    ),
+    "source-is-not-compiled": Case(
+        (chg("pkg/so.py", "A", added=["x = 1"]),), "compiled-code-added", False, A
+    ),
+    # plugin-metadata-added (issue 14)
+    "dist-info-at-root-is-held": Case(
+        (chg("evil-1.0.dist-info/entry_points.txt", "A", added=["[pytest11]", "e = evil"]),),
+        "plugin-metadata-added",
+        True,
+        H,
+    ),
+    "egg-info-in-src-is-held": Case(
+        (chg("src/evil.egg-info/entry_points.txt", "A", added=["[pytest11]"]),),
+        "plugin-metadata-added",
+        True,
+        H,
+    ),
+    "pth-in-top-level-dir-is-held": Case(
+        (chg("tests/zz.pth", "A", added=["import evil"]),), "plugin-metadata-added", True, H
+    ),
+    "dist-info-deep-in-fixtures-is-not-on-path": Case(
+        (chg("tests/data/site/x-1.0.dist-info/METADATA", "A", added=["Name: x"]),),
+        "plugin-metadata-added",
+        False,
+        A,
+    ),
+    # test-plugin-added (issue 14)
+    "pytest-plugins-in-test-module-is-held": Case(
+        (chg("tests/test_x.py", added=["pytest_plugins = ['evil']"]),),
+        "test-plugin-added",
+        True,
+        H,
+    ),
+    "p-option-in-addopts-is-held": Case(
+        (chg("pytest.ini", added=["addopts = -p evil.plugin"]),), "test-plugin-added", True, H
+    ),
+    "pytest-plugins-env-in-tox-is-held": Case(
+        (chg("tox.ini", added=["setenv = PYTEST_PLUGINS=evil"]),), "test-plugin-added", True, H
+    ),
+    "p-no-switches-off-is-not-a-plugin": Case(
+        (chg("pytest.ini", added=["addopts = -p no:cacheprovider"]),),
+        "test-plugin-added",
+        False,
+        H,  # test-config-changed holds it
+    ),
+    "pytest-plugins-in-conftest-is-build-hook-only": Case(
+        (chg("conftest.py", added=["pytest_plugins = ['evil']"]),), "test-plugin-added", False, H
+    ),
     # dependency-changed
     "requirements-changed": Case(
         (chg("requirements-dev.txt", added=["evil==1.0"]),), "dependency-changed", True, H

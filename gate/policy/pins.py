@@ -1,0 +1,76 @@
+"""What a pin bump changes, said exactly (issue 16). Pure.
+
+A GitHub Action bump or a pre-commit autoupdate is code that runs in CI or on
+developers' machines, so the rules that see it keep their HOLD; the finding says exactly
+which pins moved (`actions/checkout 11bd71...(v4.2.2) → 08eba0...(v4.3.0)`) and whether
+anything else changed, so approving is one informed click.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from gate.policy.context import as_text
+from gate.policy.patch import FileDiff
+
+__all__ = ["describe_pins"]
+
+_USES = re.compile(
+    r"""^\s*(?:-\s*)?uses:\s*["']?([^@\s"']+)@([^\s"'#]+)["']?\s*(?:#\s*(.*?))?\s*$"""
+)
+_REPO = re.compile(r"""^\s*(?:-\s*)?repo:\s*["']?([^\s"'#]+)""")
+_REV = re.compile(
+    r"""^\s*(?:-\s*)?rev:\s*["']?([^\s"'#]+)["']?\s*(?:#\s*(?:frozen:\s*)?(.*?))?\s*$"""
+)
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+LIST_CAP = 10
+
+
+def _pin(ref: str, note: str | None) -> str:
+    shown = f"{ref[:6]}..." if _HEX40.match(ref) else ref
+    return f"{shown}({note})" if note else shown
+
+
+def _short_repo(url: str) -> str:
+    return url.removeprefix("https://github.com/").removesuffix(".git")
+
+
+def describe_pins(diff: FileDiff) -> str | None:
+    """`old pin → new pin` for each action (`uses:`) or pre-commit hook repository
+    (`repo:` + `rev:`) the diff re-pins, and how many other lines changed; None when
+    the diff moves no pin."""
+    moved: dict[str, dict[str, list[str]]] = defaultdict(lambda: {"-": [], "+": []})
+    pin_lines = 0
+    for hunk in diff.hunks:
+        repo: str | None = None
+        for ln in hunk:
+            text = as_text(ln.text)
+            r = _REPO.match(text)
+            if r and ln.kind != "-":
+                repo = _short_repo(r.group(1))
+            if ln.kind == " ":
+                continue
+            u = _USES.match(text)
+            v = _REV.match(text)
+            if u:
+                moved[u.group(1)][ln.kind].append(_pin(u.group(2), u.group(3)))
+                pin_lines += 1
+            elif v:
+                moved[repo or "a hook repository"][ln.kind].append(_pin(v.group(1), v.group(2)))
+                pin_lines += 1
+    bumps: list[str] = []
+    for name, sides in sorted(moved.items()):
+        old = sorted(set(sides["-"]))
+        new = sorted(set(sides["+"]))
+        if old == new:
+            continue
+        bumps.append(f"{name} {', '.join(old) or '(new)'} → {', '.join(new) or '(removed)'}")
+    if not bumps:
+        return None
+    others = sum(1 for ln in (*diff.added, *diff.deleted) if ln.text.strip()) - pin_lines
+    shown = "; ".join(bumps[:LIST_CAP]) + (
+        f"; and {len(bumps) - LIST_CAP} more" if len(bumps) > LIST_CAP else ""
+    )
+    tail = f"; and {others} other changed line(s)" if others > 0 else "; nothing else changed"
+    return f"pins moved: {shown}{tail}"
