@@ -68,6 +68,18 @@ def _image(doc: Doc) -> None:
     doc["image"] = CLEANROOM_IMAGE.replace(":latest", ":other")
 
 
+# a value other than BASE's for each limit (defaults and per check)
+_LIMITS: Mapping[str, object] = {
+    "timeout": 5,
+    "network": "setup",
+    "memory": "128m",
+    "cpus": 1,
+    "pids": 32,
+    "user": "1000:1000",
+    "cap_add": ["NET_BIND_SERVICE"],
+    "env": {"FLAG": "1"},
+}
+
 CONTAINER = "a mapping or list of keys: each of its keys has its own entry"
 
 # key path (as the schema nests it; list items as `[]`) -> how it shows, or why it does not
@@ -77,33 +89,8 @@ EFFECTS: Mapping[str, Effect | str] = {
     "defaults": CONTAINER,
     "checks": CONTAINER,
     "policy": CONTAINER,
-    **{
-        f"defaults.{k}": Effect(_section("defaults", k, v))
-        for k, v in {
-            "timeout": 5,
-            "network": "setup",
-            "memory": "128m",
-            "cpus": 1,
-            "pids": 32,
-            "user": "1000:1000",
-            "cap_add": ["NET_BIND_SERVICE"],
-            "env": {"FLAG": "1"},
-        }.items()
-    },
-    **{
-        f"checks[].{k}": Effect(_check(k, v))
-        for k, v in {
-            "name": "other",
-            "timeout": 5,
-            "network": "setup",
-            "memory": "128m",
-            "cpus": 1,
-            "pids": 32,
-            "user": "1000:1000",
-            "cap_add": ["NET_BIND_SERVICE"],
-            "env": {"FLAG": "1"},
-        }.items()
-    },
+    **{f"defaults.{k}": Effect(_section("defaults", k, v)) for k, v in _LIMITS.items()},
+    **{f"checks[].{k}": Effect(_check(k, v)) for k, v in {"name": "other", **_LIMITS}.items()},
     "checks[].setup": Effect(_check("setup", "true"), run=True),
     "checks[].build": Effect(_check("build", "true"), run=True),
     "checks[].test": Effect(_check("test", "echo changed"), run=True),
