@@ -26,6 +26,8 @@ from gate.git.repo import GitRepository
 from gate.model import Budgets, Decision, PolicySpec
 from gate.prove import judge_policy
 
+PINS_ONLY = "; nothing else changed"
+
 
 def git(repo: Path, *args: str) -> bytes:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True).stdout
@@ -55,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     examples: dict[str, list[str]] = defaultdict(list)
     judged = 0
     dep_pair_only = 0
+    pins_only = 0  # held only by action / pre-commit pin bumps that change nothing else
     t_policy = 0.0
     t0 = time.perf_counter()
     try:
@@ -81,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
                             if f.rule == rule
                         )
                     )
+            held = [f for f in result.findings if f.decision is not Decision.ALLOW]
+            if held and all(f.message.endswith(PINS_ONLY) for f in held):
+                pins_only += 1
             if len(holding) == 1:
                 sole_by_rule[next(iter(holding))] += 1
             elif holding == {"dependency-changed", "lockfile-drift"}:
@@ -113,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"held for dependencies only: {dep_only} ({100 * dep_only / judged:.2f}%); "
         f"held for anything else: {held - dep_only} ({100 * (held - dep_only) / judged:.2f}%)"
+    )
+    print(
+        f"held only for pin bumps (actions, pre-commit; nothing else changed): {pins_only} "
+        f"({100 * pins_only / judged:.2f}%)"
     )
     print("rules by hold count (commits; 'alone' = the only rule holding that commit):")
     for rule, n in holds_by_rule.most_common():

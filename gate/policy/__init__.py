@@ -68,7 +68,8 @@ __all__ = [
 #    `collect_ignore` and module-level `pytestmark`; tests-deleted reads single tests.
 # 3: compiled-code-added, plugin-metadata-added, test-plugin-added; binary-* leave
 #    compiled code to compiled-code-added; tests-skipped reads Python with `ast`;
-#    thresholds come from the spec; symlink chains resolve against the tree.
+#    thresholds come from the spec; symlink chains resolve against the tree;
+#    test-config-changed ignores marker registrations.
 CATALOG_VERSION: Final[str] = "3"
 DEFAULT_CONFIG_PATH: Final[str] = ".github/proofgate.yml"
 

@@ -471,6 +471,12 @@ _PYTEST_SECTIONS: dict[bytes, re.Pattern[str]] = {
 }
 
 
+# Parts of pytest's configuration that can neither run code nor change which tests run
+# or how they count: registering a marker declares a name (with `--strict-markers`, an
+# unregistered one makes its tests *error*, never pass).
+_INERT_SECTIONS = frozenset({"tool.pytest.ini_options.markers"})
+
+
 def check_test_config(ctx: Context) -> Iterator[RawFinding]:
     for e in ctx.inventory:
         for p in paths_of(e):
@@ -484,6 +490,8 @@ def check_test_config(ctx: Context) -> Iterator[RawFinding]:
             continue
         content = ctx.tree_files.get(e.path) if ctx.tree_files is not None else None
         for ln, section in manifest_sections(d, content):
+            if section in _INERT_SECTIONS:
+                continue
             if section is None or rx.search(section):
                 f = describe_line(ln, section, "pytest configuration changed")
                 yield RawFinding(e.path, f.message, f.line)

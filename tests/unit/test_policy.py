@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -816,6 +818,30 @@ CASES: dict[str, Case] = {
     "text-file-is-not-binary": Case(
         (chg("img/logo.svg", "A", added=["<svg/>"]),), "binary-added", False, A
     ),
+    "pytest-marker-registered-is-not-held": Case(
+        (
+            chg(
+                "pyproject.toml",
+                context=["[tool.pytest.ini_options]", "markers = ["],
+                added=['    "slow: a slow test",'],
+            ),
+        ),
+        "test-config-changed",
+        False,
+        A,
+    ),
+    "pytest-addopts-after-markers-is-held": Case(
+        (
+            chg(
+                "pyproject.toml",
+                context=["[tool.pytest.ini_options]", "markers = [", '    "slow: x",', "]"],
+                added=['addopts = "-p evil"'],
+            ),
+        ),
+        "test-config-changed",
+        True,
+        H,
+    ),
     # compiled-code-added (issue 13): its own rule, not binary-added
     "pyc-added-is-held": Case(
         (chg("pkg/__pycache__/mod.cpython-312.pyc", "A", binary=True, size=9),),
@@ -1110,3 +1136,9 @@ def test_sitecustomize_and_pth_are_held_by_one_rule() -> None:
         c = chg(path, "A", added=["import os"])
         r = evaluate([c.entry], c.patch, PolicySpec())
         assert {f.rule for f in r.findings} == {"build-hook-changed"}, path
+
+
+def test_docs_policy_md_lists_every_rule_with_its_default() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "policy.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `([a-z-]+)` \| (ALLOW|HOLD|DENY) \|", doc, re.M))
+    assert rows == {rid: r.default.value for rid, r in RULES.items()}
