@@ -16,7 +16,7 @@ from gate.model import ChangeStatus, InventoryEntry
 from gate.policy.context import Context, RawFinding, as_text, basename, dirs_of, paths_of
 from gate.policy.patch import FileDiff, HunkLine
 from gate.policy.paths import is_build_file
-from gate.policy.pins import describe_pins
+from gate.policy.pins import pins_suffix
 
 __all__ = [
     "MIXED_MANIFESTS",
@@ -245,9 +245,7 @@ def check_build_hook(ctx: Context) -> Iterator[RawFinding]:
     for e in ctx.inventory:
         for p in paths_of(e):
             if is_build_file(p):
-                d = ctx.diff_of(e)
-                pins = describe_pins(d) if d is not None and p == e.path else None
-                tail = f": {pins}" if pins else ""
+                tail = pins_suffix(ctx, e, p)
                 yield RawFinding(p, f"build/install-time file {e.status.value}{tail}")
         b = basename(e.path)
         if b in MIXED_MANIFESTS and e.status is not ChangeStatus.DELETED:

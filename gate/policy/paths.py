@@ -30,7 +30,7 @@ from pathspec import GitIgnoreSpec
 from gate.model import ChangeStatus, InventoryEntry, PolicySpec
 from gate.policy.context import Check, Context, RawFinding, as_text, basename, dirs_of, paths_of
 from gate.policy.patch import path_text
-from gate.policy.pins import describe_pins
+from gate.policy.pins import pins_suffix
 
 __all__ = [
     "check_binary_added",
@@ -247,9 +247,7 @@ def check_ci(ctx: Context) -> Iterator[RawFinding]:
     for e in ctx.inventory:
         for p in paths_of(e):
             if is_ci_path(p):
-                d = ctx.diff_of(e)
-                pins = describe_pins(d) if d is not None and p == e.path else None
-                tail = f": {pins}" if pins else ""
+                tail = pins_suffix(ctx, e, p)
                 yield RawFinding(p, f"CI workflow or action file {e.status.value}{tail}")
 
 

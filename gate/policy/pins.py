@@ -11,10 +11,11 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from gate.policy.context import as_text
+from gate.model import InventoryEntry
+from gate.policy.context import Context, as_text
 from gate.policy.patch import FileDiff
 
-__all__ = ["describe_pins"]
+__all__ = ["describe_pins", "pins_suffix"]
 
 _USES = re.compile(
     r"""^\s*(?:-\s*)?uses:\s*["']?([^@\s"']+)@([^\s"'#]+)["']?\s*(?:#\s*(.*?))?\s*$"""
@@ -74,3 +75,10 @@ def describe_pins(diff: FileDiff) -> str | None:
     )
     tail = f"; and {others} other changed line(s)" if others > 0 else "; nothing else changed"
     return f"pins moved: {shown}{tail}"
+
+
+def pins_suffix(ctx: Context, entry: InventoryEntry, path: bytes) -> str:
+    """`: pins moved: ...` for a finding on `path` (the entry's new side), or ""."""
+    d = ctx.diff_of(entry)
+    pins = describe_pins(d) if d is not None and path == entry.path else None
+    return f": {pins}" if pins else ""

@@ -224,18 +224,25 @@ _SKIPS = [
 ]
 
 
+def _skip_findings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], base: bytes, head: bytes
+) -> tuple[int, list[object]]:
+    """Pre-flight of a change of tests/test_x.py: exit code, tests-skipped messages."""
+    path = _repo(
+        tmp_path,
+        {b".github/proofgate.yml": CONFIG, b"tests/test_x.py": base},
+        {b"tests/test_x.py": head},
+    )
+    code, predicate = _policy(path, capsys)
+    return code, [f["message"] for f in _findings(predicate).get("tests-skipped", [])]
+
+
 @pytest.mark.parametrize(("head", "message"), _SKIPS)
 def test_skips_in_any_spelling_are_held(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], head: bytes, message: str
 ) -> None:
-    path = _repo(
-        tmp_path,
-        {b".github/proofgate.yml": CONFIG, b"tests/test_x.py": _TESTS},
-        {b"tests/test_x.py": head},
-    )
-    code, predicate = _policy(path, capsys)
-    skipped = _findings(predicate).get("tests-skipped", [])
-    assert [f["message"] for f in skipped] == [f"existing test newly skipped ({message})"]
+    code, skipped = _skip_findings(tmp_path, capsys, _TESTS, head)
+    assert skipped == [f"existing test newly skipped ({message})"]
     assert code == 11
 
 
@@ -256,13 +263,8 @@ _SKIPPED_A = _TESTS.replace(b"def test_a", b"@pytest.mark.skipif(WIN, reason='x'
 def test_changes_that_skip_no_existing_test_are_allowed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], head: bytes
 ) -> None:
-    path = _repo(
-        tmp_path,
-        {b".github/proofgate.yml": CONFIG, b"tests/test_x.py": _SKIPPED_A},
-        {b"tests/test_x.py": head},
-    )
-    code, predicate = _policy(path, capsys)
-    assert "tests-skipped" not in _findings(predicate)
+    code, skipped = _skip_findings(tmp_path, capsys, _SKIPPED_A, head)
+    assert skipped == []
     assert code == 0
 
 
