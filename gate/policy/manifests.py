@@ -16,7 +16,7 @@ from gate.model import ChangeStatus, InventoryEntry
 from gate.policy.context import Context, RawFinding, as_text, basename, dirs_of, paths_of
 from gate.policy.patch import FileDiff, HunkLine
 from gate.policy.paths import is_build_file
-from gate.policy.pins import pins_suffix
+from gate.policy.pins import describe_requirements, pins_suffix
 
 __all__ = [
     "MIXED_MANIFESTS",
@@ -260,8 +260,10 @@ def check_build_hook(ctx: Context) -> Iterator[RawFinding]:
 
 
 def check_dependency(ctx: Context) -> Iterator[RawFinding]:
-    for e in _dependency_entries(ctx):
-        yield RawFinding(e[0].path, e[1])
+    for e, what in _dependency_entries(ctx):
+        d = ctx.diff_of(e)
+        moved = describe_requirements(d) if d is not None and not is_lockfile(e.path) else None
+        yield RawFinding(e.path, f"{what}: {moved}" if moved else what)
 
 
 def _dependency_entries(ctx: Context) -> Iterator[tuple[InventoryEntry, str]]:

@@ -15,7 +15,7 @@ from gate.model import InventoryEntry
 from gate.policy.context import Context, as_text
 from gate.policy.patch import FileDiff
 
-__all__ = ["describe_pins", "pins_suffix"]
+__all__ = ["describe_pins", "describe_requirements", "pins_suffix"]
 
 _USES = re.compile(
     r"""^\s*(?:-\s*)?uses:\s*["']?([^@\s"']+)@([^\s"'#]+)["']?\s*(?:#\s*(.*?))?\s*$"""
@@ -35,6 +35,22 @@ def _pin(ref: str, note: str | None) -> str:
 
 def _short_repo(url: str) -> str:
     return url.removeprefix("https://github.com/").removesuffix(".git")
+
+
+def _summary(moved: dict[str, dict[str, list[str]]], pin_lines: int, diff: FileDiff) -> str | None:
+    bumps: list[str] = []
+    for name, sides in sorted(moved.items()):
+        old = sorted(set(sides["-"]))
+        new = sorted(set(sides["+"]))
+        if old == new:
+            continue
+        bumps.append(f"{name} {', '.join(old) or '(new)'} → {', '.join(new) or '(removed)'}")
+    if not bumps:
+        return None
+    others = sum(1 for ln in (*diff.added, *diff.deleted) if ln.text.strip()) - pin_lines
+    more = f"; and {len(bumps) - LIST_CAP} more" if len(bumps) > LIST_CAP else ""
+    tail = f"; and {others} other changed line(s)" if others > 0 else "; nothing else changed"
+    return f"pins moved: {'; '.join(bumps[:LIST_CAP])}{more}{tail}"
 
 
 def describe_pins(diff: FileDiff) -> str | None:
@@ -60,21 +76,35 @@ def describe_pins(diff: FileDiff) -> str | None:
             elif v:
                 moved[repo or "a hook repository"][ln.kind].append(_pin(v.group(1), v.group(2)))
                 pin_lines += 1
-    bumps: list[str] = []
-    for name, sides in sorted(moved.items()):
-        old = sorted(set(sides["-"]))
-        new = sorted(set(sides["+"]))
-        if old == new:
-            continue
-        bumps.append(f"{name} {', '.join(old) or '(new)'} → {', '.join(new) or '(removed)'}")
-    if not bumps:
-        return None
-    others = sum(1 for ln in (*diff.added, *diff.deleted) if ln.text.strip()) - pin_lines
-    shown = "; ".join(bumps[:LIST_CAP]) + (
-        f"; and {len(bumps) - LIST_CAP} more" if len(bumps) > LIST_CAP else ""
-    )
-    tail = f"; and {others} other changed line(s)" if others > 0 else "; nothing else changed"
-    return f"pins moved: {shown}{tail}"
+    return _summary(moved, pin_lines, diff)
+
+
+# `name[extras] <spec>` in requirements files, or as a quoted string in a TOML array
+_REQUIREMENT = re.compile(
+    r"""^\s*["']?([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*((?:[<>=!~]=?|===)[^"';#\\]*?)?"""
+    r"""\s*(;[^#]*?)?["']?\s*,?\s*\\?\s*(?:#.*)?$"""
+)
+
+
+def describe_requirements(diff: FileDiff) -> str | None:
+    """`name old spec → new spec` for each requirement the diff changes (requirements
+    files, dependency arrays of TOML manifests); None when no requirement line moved."""
+    moved: dict[str, dict[str, list[str]]] = defaultdict(lambda: {"-": [], "+": []})
+    pin_lines = 0
+    for ln in (*diff.deleted, *diff.added):
+        text = as_text(ln.text)
+        m = _REQUIREMENT.match(text)
+        if m is None or "=" in text.split("#")[0].split(m.group(1))[0]:
+            continue  # not a requirement (a TOML `key = value` line, say)
+        name = re.sub(r"[-_.]+", "-", m.group(1)).lower()
+        spec = (m.group(2) or "any").strip()
+        marker = (m.group(3) or "").strip()
+        quote = text.lstrip()[:1]
+        if quote in ("'", '"') and marker.endswith(quote):
+            marker = marker[:-1].strip()  # the TOML string's closing quote
+        moved[name][ln.kind].append(f"{spec} {marker}" if marker else spec)
+        pin_lines += 1
+    return _summary(moved, pin_lines, diff)
 
 
 def pins_suffix(ctx: Context, entry: InventoryEntry, path: bytes) -> str:
