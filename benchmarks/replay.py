@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     examples: dict[str, list[str]] = defaultdict(list)
     judged = 0
     dep_pair_only = 0
-    pins_only = 0  # held only by action / pre-commit pin bumps that change nothing else
+    pins_only = 0  # held only by pin / requirement bumps that change nothing else
     t_policy = 0.0
     t0 = time.perf_counter()
     try:
@@ -121,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         f"held for anything else: {held - dep_only} ({100 * (held - dep_only) / judged:.2f}%)"
     )
     print(
-        f"held only for pin bumps (actions, pre-commit; nothing else changed): {pins_only} "
+        f"held only for pin bumps (actions, pre-commit hooks, requirements) that change "
+        f"nothing else: {pins_only} "
         f"({100 * pins_only / judged:.2f}%)"
     )
     print("rules by hold count (commits; 'alone' = the only rule holding that commit):")
