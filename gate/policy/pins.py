@@ -81,7 +81,7 @@ def describe_pins(diff: FileDiff) -> str | None:
 
 # `name[extras] <spec>` in requirements files, or as a quoted string in a TOML array
 _REQUIREMENT = re.compile(
-    r"""^\s*["']?([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*((?:[<>=!~]=?|===)[^"';#\\]*?)?"""
+    r"""^\s*["']?([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*((?:===|==|!=|<=|>=|~=|<|>)[^"';#\\]*?)?"""
     r"""\s*(;[^#]*?)?["']?\s*,?\s*\\?\s*(?:#.*)?$"""
 )
 
@@ -94,8 +94,8 @@ def describe_requirements(diff: FileDiff) -> str | None:
     for ln in (*diff.deleted, *diff.added):
         text = as_text(ln.text)
         m = _REQUIREMENT.match(text)
-        if m is None or "=" in text.split("#")[0].split(m.group(1))[0]:
-            continue  # not a requirement (a TOML `key = value` line, say)
+        if m is None:
+            continue  # not a requirement (a TOML `key = [` line, an option, ...)
         name = re.sub(r"[-_.]+", "-", m.group(1)).lower()
         spec = (m.group(2) or "any").strip()
         marker = (m.group(3) or "").strip()
