@@ -7,6 +7,7 @@ the `gate` logger.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -352,7 +353,7 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
             trigger=Trigger(kind=TriggerKind.LOCAL, base_ref=evidence.local_branch(args.base)),
         )
         run = prove(
-            request,
+            dataclasses.replace(request, repo_dir=evidence.workdir),
             evidence=evidence,
             sandbox=lambda: DockerSandbox(allow_pull=bool(getattr(args, "allow_pull", False))),
             approver=approver,

@@ -33,7 +33,7 @@ from gate.model import (
     Limits,
     PolicySpec,
 )
-from gate.policy_patch import glob_problem
+from gate.policy.paths import glob_problem
 
 DEFAULT_CONFIG_PATH = ".github/proofgate.yml"
 DEFAULT_IMAGE = "python:3.12-slim"

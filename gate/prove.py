@@ -30,6 +30,7 @@ from gate.model import (
     Evidence,
     ImageRef,
     JsonDict,
+    PolicyResult,
     PolicySpec,
     Reason,
     Sha256,
@@ -43,6 +44,7 @@ from gate.verdict import RunEvidence, decide, preflight
 log = logging.getLogger("gate")
 
 MAX_ANALYZED_BYTES = 64 * 1024 * 1024  # the policy's import graph reads at most this much
+MAX_SCANNED_BINARY_BYTES = 16 * 1024 * 1024  # binary additions the secrets rules read
 
 Approver = Callable[[Sha256, Sha256], Approval | None]
 """(patch digest, policy fingerprint) -> a verified approval bound to both, or None.
@@ -64,6 +66,7 @@ class ProveRequest:
     run_checks: bool = True  # False: `proofgate policy` (evidence + policy, runs nothing)
     trigger: Trigger | None = None  # None: a local run (kind `local`)
     builder: receipt.Builder | None = None  # the workflow run, when the Action proves
+    repo_dir: Path | None = None  # the repository's work tree, when there is one
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,6 +117,64 @@ def _load_config(
         blob=blob,
         sha256=hashlib.sha256(data).hexdigest(),
     )
+
+
+def judge_policy(
+    evidence: EvidenceSource, ev: Evidence, spec: PolicySpec, *, config_path: str
+) -> PolicyResult:
+    """The policy as `prove` runs it (and benchmarks/replay.py measures it): the proven
+    tree's files the analyzers want (up to MAX_ANALYZED_BYTES, else they record that
+    they did not run), the binary files the patch adds (up to MAX_SCANNED_BINARY_BYTES,
+    read from head's tree when no proven tree was computed) and the base's copies of the
+    changed Python test files (as much again).
+
+    Raises:
+        RepoError: a tree is not readable.
+    """
+    tree_files = binary_files = None
+    if ev.proven_tree is not None:
+        tree_files = evidence.read_tree_files(
+            ev.proven_tree, policy.wants_tree_file, max_bytes=MAX_ANALYZED_BYTES
+        )
+    binaries = policy.binary_scan_paths(ev.inventory, max_bytes=MAX_SCANNED_BINARY_BYTES)
+    if binaries:
+        binary_files = evidence.read_tree_files(
+            ev.proven_tree or ev.head.tree,
+            binaries.__contains__,
+            max_bytes=MAX_SCANNED_BINARY_BYTES,
+        )
+    base_files: dict[bytes, bytes] = {}
+    budget = MAX_SCANNED_BINARY_BYTES
+    for e in ev.inventory:
+        old = policy.wants_base_file(e)
+        if old is None or (e.old_size or 0) > budget:
+            continue
+        found = evidence.read_blob_at(ev.base.commit, old.decode("utf-8", "surrogateescape"))
+        if found is not None:
+            base_files[old] = found[1]
+            budget -= len(found[1])
+    return policy.evaluate(
+        ev.inventory,
+        ev.patch.data,
+        spec,
+        config_path=config_path,
+        tree_files=tree_files,
+        binary_files=binary_files,
+        base_files=base_files,
+    )
+
+
+def _config_changed_by_patch(request: ProveRequest, ev: Evidence) -> bool:
+    """Whether `--config` names a file of the repository's work tree that the patch
+    changes: the change would then be judged by rules it wrote itself (SPEC §3 (3))."""
+    if request.config_file is None or request.repo_dir is None:
+        return False
+    try:
+        rel = request.config_file.resolve().relative_to(request.repo_dir.resolve())
+    except (OSError, ValueError):
+        return False
+    raw = rel.as_posix().encode("utf-8", "surrogateescape")
+    return any(raw in (e.path, e.old_path) for e in ev.inventory)
 
 
 def _forged_reports(config: Config, ev: Evidence, evidence: EvidenceSource) -> tuple[str, ...]:
@@ -234,7 +295,7 @@ def prove(
     )
 
     spec = config.policy if config is not None else PolicySpec()
-    result = policy.evaluate(ev.inventory, ev.patch.data, spec, config_path=request.config_path)
+    result = judge_policy(evidence, ev, spec, config_path=request.config_path)
     journal.append(
         "policy-decided",
         decision=result.decision.value,
@@ -256,11 +317,13 @@ def prove(
             error=approval_error,
         )
 
+    trusted = config is not None and not _config_changed_by_patch(request, ev)
     room = _CleanRoom()
     forged: tuple[str, ...] = ()
     if (
         request.run_checks
         and config is not None
+        and trusted  # SPEC §3 (3): rules the patch wrote run nothing
         and ev.proven_tree is not None
         and result.decision is not Decision.DENY  # SPEC §3: DENY runs no untrusted code
     ):
@@ -270,7 +333,7 @@ def prove(
     run = RunEvidence(
         evidence=ev,
         config_found=config is not None,
-        config_trusted=config is not None,
+        config_trusted=trusted,
         checks=config.checks if config is not None else (),
         policy=result,
         approval=approval,

@@ -266,7 +266,9 @@ def _evidence_reasons(run: RunEvidence) -> list[Reason]:
         reasons.append(
             Reason(
                 code=ReasonCode.UNTRUSTED_CONFIG,
-                message="the configuration did not come from the base tree or --config",
+                message="--config names a file of this repository that the patch changes: "
+                "the change would be judged by rules it wrote. Pass a copy from outside the "
+                "repository, or prove against the base's configuration",
             )
         )
     return reasons
@@ -329,7 +331,10 @@ def decide(run: RunEvidence) -> Outcome:
 
     # (5)-(7) only mean something when checks were meant to run.
     checks_expected = (
-        run.config_found and decision is not Decision.DENY and ev.proven_tree is not None
+        run.config_found
+        and run.config_trusted
+        and decision is not Decision.DENY
+        and ev.proven_tree is not None
     )
     if checks_expected and run.unsafe_tree is None:
         if run.sandbox_error is not None:

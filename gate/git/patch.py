@@ -25,6 +25,7 @@ from pygit2.enums import DeltaStatus, DiffFind, DiffOption, FileMode
 
 from gate.errors import RepoError
 from gate.git.store import git_env
+from gate.git.symlinks import escaping_links
 from gate.model import ChangeStatus, InventoryEntry, path_display
 
 __all__ = [
@@ -119,6 +120,15 @@ def capture_patch(
             entries.append(entry)
         notes.extend(_coverage_notes(repo, patch, entry))
     merged = _fold_type_changes(entries)
+    if any(e.new_mode == _MODE_LINK for e in merged):
+        # a chain of links can leave the tree where no single link's text does
+        chained = escaping_links(repo, new_tree)
+        merged = [
+            replace(e, symlink_escapes=True)
+            if e.new_mode == _MODE_LINK and e.path in chained
+            else e
+            for e in merged
+        ]
     return CapturedPatch(
         data=b"".join(sections),
         inventory=tuple(merged),

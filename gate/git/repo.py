@@ -91,6 +91,11 @@ class GitRepository:
             store.dispose()
 
     @property
+    def workdir(self) -> Path | None:
+        """The repository's work tree (None for a bare repository)."""
+        return Path(self._repo.workdir) if self._repo.workdir else None
+
+    @property
     def store_path(self) -> Path | None:
         """Where the private object store lives (None before `capture` or after `close`)."""
         return None if self._store is None else self._store.path

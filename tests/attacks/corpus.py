@@ -73,6 +73,29 @@ TEST_CALC = b"from calc import add\n\n\ndef test_add():\n    assert add(2, 3) ==
 TEST_OTHER = b"def test_other():\n    assert 'ok'.upper() == 'OK'\n"
 RENAMED_TEST = TEST_CALC.replace(b"def test_add", b"def check_add")
 DUNDER_TEST_OFF = TEST_CALC + b"\n__test__ = False\n"
+# Skips spelled so that no line pattern sees them (issue 16).
+ALIASED_SKIP = b"import pytest as pt\n" + TEST_CALC.replace(
+    b"def test_add", b"@pt.mark.skip\ndef test_add"
+)
+MARKER_OBJECT_SKIP = (
+    b"import pytest\n\nlater = pytest.mark.skip(reason='later')\n"
+    + TEST_CALC.replace(b"def test_add", b"@later\ndef test_add")
+)
+RAISED_SKIP = b"import unittest\n" + TEST_CALC.replace(
+    b"    assert add", b"    raise unittest.SkipTest('later')\n    assert add"
+)
+# A pytest plugin that reports every test as passed (issue 14): loaded through package
+# metadata at the repository root, or through `pytest_plugins` in a test module.
+PASS_ALL_PLUGIN = (
+    b"import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\n"
+    b"def pytest_runtest_makereport(item, call):\n"
+    b"    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
+)
+DIST_INFO = {
+    b"passall-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: passall\nVersion: 1.0\n",
+    b"passall-1.0.dist-info/entry_points.txt": b"[pytest11]\npassall = passall_plugin\n",
+    b"passall_plugin.py": PASS_ALL_PLUGIN,
+}
 
 
 def base_tree(**extra: Content) -> dict[bytes, Content]:
@@ -1342,6 +1365,57 @@ CASES: tuple[Case, ...] = (
         with_inspect(
             simple({b"calc.py": CALC_BROKEN, b"test_calc.py": SKIPPED}),
             wants_finding("tests-skipped"),
+        ),
+    ),
+    _attack(
+        "test-skipped-through-an-import-alias",
+        "the PR breaks the code and skips its test with `import pytest as pt`, `@pt.mark.skip`",
+        F({HELD}),
+        with_inspect(
+            simple({b"calc.py": CALC_BROKEN, b"test_calc.py": ALIASED_SKIP}),
+            wants_finding("tests-skipped"),
+        ),
+    ),
+    _attack(
+        "test-skipped-through-a-marker-object",
+        "the PR breaks the code and applies `later = pytest.mark.skip(...)` as `@later`",
+        F({HELD}),
+        with_inspect(
+            simple({b"calc.py": CALC_BROKEN, b"test_calc.py": MARKER_OBJECT_SKIP}),
+            wants_finding("tests-skipped"),
+        ),
+    ),
+    _attack(
+        "test-skipped-by-raising-skiptest",
+        "the PR breaks the code and raises unittest.SkipTest in its test",
+        F({HELD}),
+        with_inspect(
+            simple({b"calc.py": CALC_BROKEN, b"test_calc.py": RAISED_SKIP}),
+            wants_finding("tests-skipped"),
+        ),
+    ),
+    _attack(
+        "pass-all-plugin-via-root-dist-info",
+        "the PR breaks the code and adds a root *.dist-info whose pytest11 entry point loads "
+        "a plugin reporting every test passed",
+        F({HELD}),
+        with_inspect(
+            simple({b"calc.py": CALC_BROKEN, **DIST_INFO}), wants_finding("plugin-metadata-added")
+        ),
+    ),
+    _attack(
+        "pass-all-plugin-via-pytest-plugins",
+        "the PR breaks the code and loads a pass-all plugin with pytest_plugins in a test module",
+        F({HELD}),
+        with_inspect(
+            simple(
+                {
+                    b"calc.py": CALC_BROKEN,
+                    b"passall_plugin.py": PASS_ALL_PLUGIN,
+                    b"test_calc.py": b"pytest_plugins = ['passall_plugin']\n" + TEST_CALC,
+                }
+            ),
+            wants_finding("test-plugin-added"),
         ),
     ),
     _attack(

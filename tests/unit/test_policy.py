@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from gate.model import Budgets, ChangeStatus, Decision, InventoryEntry, PolicySpec
 from gate.policy import RULES, Thresholds, evaluate
-from gate.policy_rules import shadowed_module
+from gate.policy.testing import shadowed_module
 
 _STATUS = {
     "A": ChangeStatus.ADDED,
@@ -816,6 +818,96 @@ CASES: dict[str, Case] = {
     "text-file-is-not-binary": Case(
         (chg("img/logo.svg", "A", added=["<svg/>"]),), "binary-added", False, A
     ),
+    "pytest-marker-registered-is-not-held": Case(
+        (
+            chg(
+                "pyproject.toml",
+                context=["[tool.pytest.ini_options]", "markers = ["],
+                added=['    "slow: a slow test",'],
+            ),
+        ),
+        "test-config-changed",
+        False,
+        A,
+    ),
+    "pytest-addopts-after-markers-is-held": Case(
+        (
+            chg(
+                "pyproject.toml",
+                context=["[tool.pytest.ini_options]", "markers = [", '    "slow: x",', "]"],
+                added=['addopts = "-p evil"'],
+            ),
+        ),
+        "test-config-changed",
+        True,
+        H,
+    ),
+    # compiled-code-added (issue 13): its own rule, not binary-added
+    "pyc-added-is-held": Case(
+        (chg("pkg/__pycache__/mod.cpython-312.pyc", "A", binary=True, size=9),),
+        "compiled-code-added",
+        True,
+        H,
+    ),
+    "extension-added-is-held": Case(
+        (chg("pkg/_speed.cpython-312-x86_64-linux-gnu.so", "A", binary=True, size=9),),
+        "compiled-code-added",
+        True,
+        H,
+    ),
+    "pyc-is-not-binary-added": Case(
+        (chg("pkg/mod.pyc", "A", binary=True, size=9),), "binary-added", False, H
+    ),
+    "compiled-code-deleted-is-fine": Case(
+        (chg("pkg/mod.pyc", "D", binary=True),), "compiled-code-added", False, A
+    ),
+    "source-is-not-compiled": Case(
+        (chg("pkg/so.py", "A", added=["x = 1"]),), "compiled-code-added", False, A
+    ),
+    # plugin-metadata-added (issue 14)
+    "dist-info-at-root-is-held": Case(
+        (chg("evil-1.0.dist-info/entry_points.txt", "A", added=["[pytest11]", "e = evil"]),),
+        "plugin-metadata-added",
+        True,
+        H,
+    ),
+    "egg-info-in-src-is-held": Case(
+        (chg("src/evil.egg-info/entry_points.txt", "A", added=["[pytest11]"]),),
+        "plugin-metadata-added",
+        True,
+        H,
+    ),
+    "pth-in-top-level-dir-is-held": Case(
+        (chg("tests/zz.pth", "A", added=["import evil"]),), "plugin-metadata-added", True, H
+    ),
+    "dist-info-deep-in-fixtures-is-not-on-path": Case(
+        (chg("tests/data/site/x-1.0.dist-info/METADATA", "A", added=["Name: x"]),),
+        "plugin-metadata-added",
+        False,
+        A,
+    ),
+    # test-plugin-added (issue 14)
+    "pytest-plugins-in-test-module-is-held": Case(
+        (chg("tests/test_x.py", added=["pytest_plugins = ['evil']"]),),
+        "test-plugin-added",
+        True,
+        H,
+    ),
+    "p-option-in-addopts-is-held": Case(
+        (chg("pytest.ini", added=["addopts = -p evil.plugin"]),), "test-plugin-added", True, H
+    ),
+    "pytest-plugins-env-in-tox-is-held": Case(
+        (chg("tox.ini", added=["setenv = PYTEST_PLUGINS=evil"]),), "test-plugin-added", True, H
+    ),
+    "p-no-switches-off-is-not-a-plugin": Case(
+        (chg("pytest.ini", added=["addopts = -p no:cacheprovider"]),),
+        "test-plugin-added",
+        False,
+        H,  # test-config-changed holds it
+    ),
+    "pytest-plugins-in-conftest-is-build-hook-only": Case(
+        (chg("conftest.py", added=["pytest_plugins = ['evil']"]),), "test-plugin-added", False, H
+    ),
     # dependency-changed
     "requirements-changed": Case(
         (chg("requirements-dev.txt", added=["evil==1.0"]),), "dependency-changed", True, H
@@ -1044,3 +1136,9 @@ def test_sitecustomize_and_pth_are_held_by_one_rule() -> None:
         c = chg(path, "A", added=["import os"])
         r = evaluate([c.entry], c.patch, PolicySpec())
         assert {f.rule for f in r.findings} == {"build-hook-changed"}, path
+
+
+def test_docs_policy_md_lists_every_rule_with_its_default() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "policy.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `([a-z-]+)` \| (ALLOW|HOLD|DENY) \|", doc, re.M))
+    assert rows == {rid: r.default.value for rid, r in RULES.items()}

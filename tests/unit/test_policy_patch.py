@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gate.policy_patch import glob_match, glob_problem, parse_patch
+from gate.policy.patch import parse_patch
+from gate.policy.paths import glob_match, glob_problem
 
 GLOBS = [
     # pattern, path, matches
@@ -41,6 +42,16 @@ GLOBS = [
     ("docs/*", b"docs/\xff.md", True),  # non-UTF-8 bytes match wildcards
     ("docs/\udcff.md", b"docs/\xff.md", True),  # and surrogateescape literals exactly
     ("*.MD", b"a.md", False),  # case-sensitive
+    ("a**b", b"aXb", True),  # `**` inside a segment is `*`
+    ("a**b", b"a/b", False),
+    ("f[!]]x", b"fax", True),  # `]` first in a class is literal
+    ("f[!]]x", b"f]x", False),
+    ("a/**/", b"a/k.pem", False),  # directories below a/ only
+    ("a/**/", b"a/x/k.pem", True),
+    ("/a/*", b"a/b", True),  # a leading `/` only anchors
+    ("#x", b"#x", True),  # a leading `#` is literal (gitignore files read a comment)
+    ("x ", b"x ", True),  # so are trailing spaces
+    ("x ", b"x", False),
 ]
 
 
@@ -49,6 +60,30 @@ GLOBS = [
 )
 def test_glob_semantics(pattern: str, path: bytes, matches: bool) -> None:
     assert glob_match(pattern, path) is matches
+
+
+_ASCII_GLOBS = [g for g in GLOBS if g[1].isascii() and not g[0].startswith("#")]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+@pytest.mark.parametrize(
+    ("pattern", "path", "matches"),
+    _ASCII_GLOBS,
+    ids=[f"{g[0]}|{g[1]!r}" for g in _ASCII_GLOBS],
+)
+def test_glob_semantics_are_gits_own(
+    tmp_path: Path, pattern: str, path: bytes, matches: bool
+) -> None:
+    """The documented semantics are gitignore's: git itself agrees with every case."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    escaped = pattern.rstrip(" ") + "\\ " * (len(pattern) - len(pattern.rstrip(" ")))
+    (tmp_path / ".gitignore").write_text(escaped + "\n")
+    proc = subprocess.run(
+        ["git", "-C", str(tmp_path), "check-ignore", "--no-index", "-q", path.decode()],
+        check=False,
+    )
+    assert proc.returncode in (0, 1)
+    assert (proc.returncode == 0) is matches
 
 
 @pytest.mark.parametrize(

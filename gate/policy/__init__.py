@@ -1,10 +1,10 @@
 """Deterministic policy: (inventory, patch, PolicySpec) -> decision and findings (SPEC §2, §3).
 
-Pure. Every rule of the catalog (`gate.policy_rules`) reads every effect — each inventory
+Pure. Every rule of the catalog (`gate.policy.catalog`) reads every effect — each inventory
 entry and each added/deleted line of the patch; nothing stops early; the worst decision
 wins (DENY > HOLD > ALLOW). `policy.rules` in the config overrides a built-in rule's
 decision; `policy.protected` / `policy.deny` add path rules (glob semantics in
-`gate.policy_patch`). Findings of ALLOW rules are still recorded: the receipt shows what
+`gate.policy.paths`). Findings of ALLOW rules are still recorded: the receipt shows what
 was seen even when nobody needs to look.
 
 The policy fingerprint binds an approval to the rules it was given under: SHA-256 over
@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Final
 
-from gate.blast import Thresholds, blast_radius
 from gate.journal import canonical_json
 from gate.model import (
     ChangeStatus,
@@ -33,15 +32,17 @@ from gate.model import (
     Sha256,
     worst_decision,
 )
-from gate.policy_patch import FileDiff, glob_match, glob_problem, parse_patch
-from gate.policy_rules import (
-    CATALOG,
-    Context,
-    Rule,
-    is_build_time_path,
+from gate.policy.blast import Thresholds, blast_radius
+from gate.policy.catalog import CATALOG
+from gate.policy.context import Context, Rule
+from gate.policy.manifests import is_build_time_path, wants_tree_file
+from gate.policy.patch import FileDiff, parse_patch
+from gate.policy.paths import (
+    glob_match,
+    glob_problem,
     is_ci_path,
     is_git_plumbing_path,
-    wants_tree_file,
+    is_test_path,
 )
 
 __all__ = [
@@ -50,6 +51,8 @@ __all__ = [
     "RULES",
     "Rule",
     "Thresholds",
+    "binary_scan_paths",
+    "wants_base_file",
     "effective_decisions",
     "evaluate",
     "fingerprint",
@@ -63,7 +66,11 @@ __all__ = [
 # so an approval given under an older catalog no longer applies.
 # 2: module-shadowing and test-config-changed added; tests-skipped reads `__test__`,
 #    `collect_ignore` and module-level `pytestmark`; tests-deleted reads single tests.
-CATALOG_VERSION: Final[str] = "2"
+# 3: compiled-code-added, plugin-metadata-added, test-plugin-added; binary-* leave
+#    compiled code to compiled-code-added; tests-skipped reads Python with `ast`;
+#    thresholds come from the spec; symlink chains resolve against the tree;
+#    test-config-changed ignores marker registrations.
+CATALOG_VERSION: Final[str] = "3"
 DEFAULT_CONFIG_PATH: Final[str] = ".github/proofgate.yml"
 
 RULES: Mapping[str, Rule] = MappingProxyType({r.id: r for r, _ in CATALOG})
@@ -95,7 +102,8 @@ def fingerprint(
     config_path: str = DEFAULT_CONFIG_PATH,
     thresholds: Thresholds | None = None,
 ) -> Sha256:
-    """SHA-256 (hex) of the canonical JSON of the effective policy.
+    """SHA-256 (hex) of the canonical JSON of the effective policy. `thresholds`
+    defaults to the spec's own (`policy.thresholds`).
 
     Raises:
         ValueError: unknown rule ids in `spec.rules`.
@@ -111,10 +119,43 @@ def fingerprint(
         "protected": list(spec.protected),
         "deny": list(spec.deny),
         "budgets": {"files": spec.budgets.files, "lines": spec.budgets.lines},
-        "thresholds": (thresholds or Thresholds()).to_dict(),
+        "thresholds": _thresholds(spec, thresholds).to_dict(),
         "config_path": config_path,
     }
     return Sha256(hashlib.sha256(canonical_json(doc)).hexdigest())
+
+
+def binary_scan_paths(inventory: Sequence[InventoryEntry], *, max_bytes: int) -> frozenset[bytes]:
+    """Binary regular files the patch adds or changes, smallest first, up to `max_bytes`
+    in total (by the inventory's sizes): what to supply as `evaluate(binary_files=...)`."""
+    wanted = sorted(
+        (e.size or 0, e.path)
+        for e in inventory
+        if e.binary and e.new_mode in (0o100644, 0o100755) and e.status is not ChangeStatus.DELETED
+    )
+    out: set[bytes] = set()
+    total = 0
+    for size, path in wanted:
+        total += size
+        if total > max_bytes:
+            break
+        out.add(path)
+    return frozenset(out)
+
+
+def wants_base_file(entry: InventoryEntry) -> bytes | None:
+    """The base path whose contents `evaluate(base_files=...)` wants for this entry: the
+    old side of a changed Python test file; None for anything else."""
+    old = entry.old_path or entry.path
+    if entry.status in (ChangeStatus.ADDED, ChangeStatus.DELETED) or entry.binary:
+        return None
+    return old if old.endswith(b".py") and is_test_path(old) else None
+
+
+def _thresholds(spec: PolicySpec, given: Thresholds | None) -> Thresholds:
+    if given is not None:
+        return given
+    return Thresholds(immediate=spec.thresholds[0], future=spec.thresholds[1])
 
 
 def _synthesized(
@@ -156,6 +197,8 @@ def evaluate(
     config_path: str = DEFAULT_CONFIG_PATH,
     thresholds: Thresholds | None = None,
     tree_files: Mapping[bytes, bytes] | None = None,
+    binary_files: Mapping[bytes, bytes] | None = None,
+    base_files: Mapping[bytes, bytes] | None = None,
 ) -> PolicyResult:
     """Judge a change. Pure; total over any patch bytes.
 
@@ -168,6 +211,14 @@ def evaluate(
     b""); with None the import-graph analyzer is recorded as not run. Content that
     disagrees with the patch's new side is ignored.
 
+    `binary_files` (optional) maps paths of binary files the patch adds or changes to
+    their new contents (`binary_scan_paths` selects them, bounded): the secrets rules
+    read them, since one NUL byte makes git call a private-key file binary.
+    `base_files` (optional) maps the old paths of changed Python test files to their
+    contents in the base (`wants_base_file` selects them): `tests-skipped` then reads
+    both copies with `ast` (import aliases, marker objects, raised skip exceptions)
+    rather than line patterns. `thresholds` defaults to the spec's `policy.thresholds`.
+
     Raises:
         ValueError: unknown rule ids in `spec.rules` (see `validate_rule_ids`).
     """
@@ -178,6 +229,7 @@ def evaluate(
     for d in diffs:
         by_path.setdefault(d.path, d)
     cfg = config_path.encode("utf-8", "surrogateescape")
+    thresholds = _thresholds(spec, thresholds)
 
     def sensitive(p: bytes) -> bool:
         return (
@@ -195,13 +247,15 @@ def evaluate(
         tree_files=tree_files,
         thresholds=thresholds,
     )
-    th = thresholds or Thresholds()
+    th = thresholds
     ctx = Context(
         inventory=entries,
         diffs=by_path,
         spec=spec,
         config_path=cfg,
         tree_files=tree_files,
+        binary_files=binary_files,
+        base_files=base_files,
         blast_scores={"immediate": blast.immediate, "future": blast.future},
         thresholds={"immediate": th.immediate, "future": th.future},
     )

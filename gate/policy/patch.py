@@ -1,39 +1,20 @@
-"""Read a git patch and path globs for the policy. Pure; total over all inputs.
+"""Read a git patch for the policy. Pure; total over all inputs.
 
 `parse_patch` reads the bytes of `git diff --binary --full-index` (what the evidence
 adapter captures) into per-file added/deleted lines with their line numbers. It never
 raises on malformed input: what it cannot read it skips. Binary sections (`GIT binary
 patch`, `Binary files ... differ`) are recorded as binary and their payload skipped.
 Quoted paths (git's C-style quoting for odd bytes) are unquoted back to exact bytes.
-
-Glob semantics (`glob_match`), gitignore-like, documented here once:
-
-- A pattern is matched against the whole path, `/`-separated, case-sensitive. Paths are
-  bytes in git; they are decoded as UTF-8 with `surrogateescape`, so undecodable bytes
-  never match a literal but do match `*` and `?`.
-- A pattern with no `/` (other than a trailing one) matches at any depth
-  (`Dockerfile` matches `Dockerfile` and `docker/Dockerfile`); a pattern with a `/` is
-  anchored at the repository root; a leading `/` only anchors.
-- `*` matches anything but `/`; `?` one character but `/`; `[abc]`, `[a-z]`, `[!a]`
-  character classes; `\\x` a literal `x`.
-- `**` as a whole segment: leading `**/` matches in any directory, `a/**/b` zero or more
-  directories between, trailing `/**` everything below. `**` elsewhere is `*`.
-- A pattern that matches a directory matches everything below it (`vendor` matches
-  `vendor/x/y.c`); a trailing `/` matches directories only.
-- No negation: `!` at the start is a literal character (see `glob_problem`).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
 __all__ = [
     "FileDiff",
     "HunkLine",
-    "glob_match",
-    "glob_problem",
     "parse_patch",
     "path_text",
 ]
@@ -266,93 +247,3 @@ def parse_patch(data: bytes) -> tuple[FileDiff, ...]:
     if cur is not None:
         files.append(cur.build())
     return tuple(files)
-
-
-# --- globs -------------------------------------------------------------------------
-
-
-def glob_problem(pattern: str) -> str | None:
-    """Why a configured glob is unusable, or None. For the config loader."""
-    if not pattern or not pattern.strip("/"):
-        return "a non-empty path pattern"
-    if pattern.startswith("!"):
-        return "a pattern without '!' (negation is not supported)"
-    if "\x00" in pattern:
-        return "a pattern without NUL characters"
-    depth = 0
-    for c in pattern:
-        if c == "[":
-            depth += 1
-        elif c == "]" and depth:
-            depth -= 1
-    if depth:
-        return "a pattern with balanced '[' ']'"
-    return None
-
-
-def _segment_regex(seg: str) -> str:
-    out: list[str] = []
-    i = 0
-    n = len(seg)
-    while i < n:
-        c = seg[i]
-        if c == "*":
-            while i < n and seg[i] == "*":
-                i += 1
-            out.append("[^/]*")
-            continue
-        if c == "?":
-            out.append("[^/]")
-        elif c == "\\" and i + 1 < n:
-            i += 1
-            out.append(re.escape(seg[i]))
-        elif c == "[":
-            j = seg.find("]", i + 2 if seg[i + 1 : i + 2] in ("!", "^", "]") else i + 1)
-            if j < 0:
-                out.append(re.escape(c))
-            else:
-                body = seg[i + 1 : j]
-                neg = body[:1] in ("!", "^")
-                if neg:
-                    body = body[1:]
-                body = body.replace("\\", "\\\\").replace("^", "\\^").replace("[", "\\[")
-                out.append(f"[{'^' if neg else ''}{body}]" if body else "(?!)")
-                i = j
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
-
-
-@lru_cache(maxsize=1024)
-def _compile(pattern: str) -> tuple[re.Pattern[str], bool]:
-    dir_only = pattern.endswith("/")
-    p = pattern.rstrip("/")
-    anchored = "/" in p
-    p = p.lstrip("/")
-    if not anchored:
-        p = "**/" + p
-    segs = p.split("/")
-    parts: list[str] = []
-    for i, seg in enumerate(segs):
-        last = i == len(segs) - 1
-        if seg == "**":
-            parts.append(".*" if last else "(?:[^/]*/)*")
-            continue
-        parts.append(_segment_regex(seg))
-        if not last:
-            parts.append("/")
-    return re.compile("".join(parts), re.DOTALL), dir_only
-
-
-def glob_match(pattern: str, path: bytes) -> bool:
-    """Whether `path` (or a directory above it) matches `pattern`; see the module doc."""
-    if not pattern.strip("/"):
-        return False
-    rx, dir_only = _compile(pattern)
-    text = path_text(path)
-    segs = text.split("/")
-    candidates = ["/".join(segs[:k]) for k in range(1, len(segs))]
-    if not dir_only:
-        candidates.append(text)
-    return any(rx.fullmatch(c) for c in candidates)

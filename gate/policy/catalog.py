@@ -1,0 +1,133 @@
+"""The built-in rule catalog: ids, defaults, rationales and checks (issue 6). Pure.
+
+Each rule reads every effect (every inventory entry and every added/deleted line of the
+patch) and yields raw findings; `gate.policy.evaluate` applies the rule's effective
+decision and merges them, worst wins. A rule reads what the change does (paths, modes,
+lines), never how it is described (commit messages, PR titles). The checks live by
+subject: `paths`, `manifests`, `secrets`, `testing`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gate.model import Decision
+from gate.policy.context import Check, Context, RawFinding, Rule
+from gate.policy.manifests import check_build_hook, check_dependency, check_lockfile_drift
+from gate.policy.paths import (
+    check_binary_added,
+    check_binary_changed,
+    check_ci,
+    check_compiled_code,
+    check_gate_config,
+    check_git_plumbing,
+    check_new_executable,
+    check_plugin_metadata,
+    check_symlink,
+    glob_rule,
+)
+from gate.policy.secrets import check_private_key, check_secret_token
+from gate.policy.testing import (
+    ASSERTIONS_REMOVED_MIN,
+    check_assertions_removed,
+    check_module_shadowing,
+    check_test_config,
+    check_test_plugin,
+    check_tests_deleted,
+    check_tests_skipped,
+)
+
+__all__ = ["CATALOG"]
+
+
+def _budget_files(ctx: Context) -> Iterator[RawFinding]:
+    limit = ctx.spec.budgets.files
+    n = len(ctx.inventory)
+    if limit is not None and n > limit:
+        yield RawFinding(None, f"{n} files changed; budget is {limit}")
+
+
+def _budget_lines(ctx: Context) -> Iterator[RawFinding]:
+    limit = ctx.spec.budgets.lines
+    n = sum(e.lines_added + e.lines_deleted for e in ctx.inventory)
+    if limit is not None and n > limit:
+        yield RawFinding(None, f"{n} lines added+deleted; budget is {limit}")
+
+
+def _threshold_rule(name: str) -> Check:
+    def check(ctx: Context) -> Iterator[RawFinding]:
+        limit = ctx.thresholds.get(name)
+        score = ctx.blast_scores.get(name, 0)
+        if limit is not None and score > limit:
+            yield RawFinding(None, f"{name} blast radius {score} is over the threshold {limit}")
+
+    return check
+
+
+def _rule(rid: str, default: Decision, rationale: str, check: Check) -> tuple[Rule, Check]:
+    return Rule(id=rid, default=default, rationale=rationale), check
+
+
+A, H, D = Decision.ALLOW, Decision.HOLD, Decision.DENY
+
+# The catalog. Order is presentation only; ids are the contract (policy.rules keys).
+CATALOG: tuple[tuple[Rule, Check], ...] = (
+    _rule("gate-config-changed", H,
+          "the gate's own config changed; it takes effect only after merge", check_gate_config),
+    _rule("ci-workflow-changed", H,
+          "CI workflows and actions run with secrets and tokens outside the clean room", check_ci),
+    _rule("build-hook-changed", H,
+          "code that runs at install/build/test time changed", check_build_hook),
+    _rule("module-shadowing", H,
+          "a module added where the test run imports from shadows a stdlib or tooling module",
+          check_module_shadowing),
+    _rule("compiled-code-added", H,
+          "compiled code (bytecode, native extensions) added: it runs but cannot be reviewed",
+          check_compiled_code),
+    _rule("plugin-metadata-added", H,
+          "package metadata at a sys.path root can register plugins every test run loads",
+          check_plugin_metadata),
+    _rule("test-plugin-added", H,
+          "a pytest plugin is loaded outside conftest.py (pytest_plugins, -p, PYTEST_PLUGINS)",
+          check_test_plugin),
+    _rule("git-plumbing-changed", H,
+          "attributes, submodules and hooks change what a checkout means", check_git_plumbing),
+    _rule("symlink-escapes", H,
+          "a symlink points outside the repository or to an absolute path", check_symlink),
+    _rule("new-executable", A,
+          "a file became executable outside scripts/, bin/, tools/", check_new_executable),
+    _rule("private-key", D, "a private key was added to the repository", check_private_key),
+    _rule("secret-token", H,
+          "a credential-like token or high-entropy secret was added", check_secret_token),
+    _rule("tests-deleted", H,
+          "test files or tests were deleted, or renamed away, and not added back",
+          check_tests_deleted),
+    _rule("tests-skipped", H,
+          "tests were newly skipped, xfail'ed, deselected or excluded from collection",
+          check_tests_skipped),
+    _rule("test-config-changed", H,
+          "pytest's configuration changed: it decides which tests run and how", check_test_config),
+    _rule("assertions-removed", H,
+          f"at least {ASSERTIONS_REMOVED_MIN} assertions were removed from a test file",
+          check_assertions_removed),
+    _rule("budget-files", H, "more files changed than policy.budgets.files", _budget_files),
+    _rule("budget-lines", H,
+          "more lines added+deleted than policy.budgets.lines", _budget_lines),
+    _rule("binary-added", A, "a binary file was added (inventoried)", check_binary_added),
+    _rule("binary-changed", A, "a binary file was changed (inventoried)", check_binary_changed),
+    _rule("dependency-changed", H,
+          "dependency manifests or lockfiles changed what gets installed", check_dependency),
+    _rule("lockfile-drift", H,
+          "a lockfile changed without its manifest, or dependencies without the lockfile",
+          check_lockfile_drift),
+    _rule("protected-path", H, "a path matching policy.protected was touched",
+          glob_rule(lambda s: s.protected, "protected")),
+    _rule("denied-path", D, "a path matching policy.deny was touched",
+          glob_rule(lambda s: s.deny, "denied")),
+    _rule("blast-radius-immediate", H,
+          "the immediate blast radius is over policy.thresholds.immediate",
+          _threshold_rule("immediate")),
+    _rule("blast-radius-future", H,
+          "the future blast radius is over policy.thresholds.future",
+          _threshold_rule("future")),
+)  # fmt: skip

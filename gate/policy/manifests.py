@@ -1,0 +1,319 @@
+"""Manifests, lockfiles and the rules that read them (issue 6). Pure.
+
+`pyproject.toml`, `package.json`, `Cargo.toml`, `composer.json`, `setup.cfg` and
+`tox.ini` hold build hooks, dependencies and tool configuration side by side: a changed
+line is judged by the section it is in, read from the proven tree's copy of the file
+when the caller supplies it (`tree_files`), else from what the hunk shows.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterator, Sequence
+
+from gate.model import ChangeStatus, InventoryEntry
+from gate.policy.context import Context, RawFinding, as_text, basename, dirs_of, paths_of
+from gate.policy.patch import FileDiff, HunkLine
+from gate.policy.paths import is_build_file
+from gate.policy.pins import describe_requirements, pins_suffix
+
+__all__ = [
+    "MIXED_MANIFESTS",
+    "check_build_hook",
+    "check_dependency",
+    "check_lockfile_drift",
+    "describe_line",
+    "indent",
+    "is_build_time_path",
+    "is_lockfile",
+    "manifest_sections",
+    "wants_tree_file",
+]
+
+
+# --- manifests and lockfiles -------------------------------------------------------
+
+# ecosystem -> (manifests, lockfiles); a lockfile pairs with a manifest of its ecosystem
+# in the same directory or a directory below it (workspaces).
+_ECOSYSTEMS: dict[str, tuple[frozenset[bytes], frozenset[bytes]]] = {
+    "python-project": (
+        frozenset({b"pyproject.toml"}),
+        frozenset({b"poetry.lock", b"uv.lock", b"pdm.lock", b"pylock.toml"}),
+    ),
+    "pipenv": (frozenset({b"Pipfile"}), frozenset({b"Pipfile.lock"})),
+    "npm": (
+        frozenset({b"package.json"}),
+        frozenset(
+            {
+                b"package-lock.json",
+                b"npm-shrinkwrap.json",
+                b"yarn.lock",
+                b"pnpm-lock.yaml",
+                b"bun.lockb",
+                b"bun.lock",
+            }
+        ),
+    ),
+    "go": (frozenset({b"go.mod"}), frozenset({b"go.sum"})),
+    "cargo": (frozenset({b"Cargo.toml"}), frozenset({b"Cargo.lock"})),
+    "bundler": (frozenset({b"Gemfile"}), frozenset({b"Gemfile.lock"})),
+    "composer": (frozenset({b"composer.json"}), frozenset({b"composer.lock"})),
+}
+MIXED_MANIFESTS = frozenset(
+    {b"pyproject.toml", b"package.json", b"Cargo.toml", b"composer.json", b"setup.cfg", b"tox.ini"}
+)
+_REQUIREMENTS = re.compile(rb"^(?:requirements|constraints)[\w.-]*\.(?:txt|in)$")
+_PURE_MANIFESTS = frozenset({b"Pipfile", b"go.mod", b"Gemfile", b"environment.yml"})
+
+
+def _ecosystem(path: bytes) -> tuple[str, bool] | None:
+    """(ecosystem, is_lockfile) for a manifest or lockfile path."""
+    b = basename(path)
+    for name, (manifests, locks) in _ECOSYSTEMS.items():
+        if b in locks or (name == "python-project" and re.match(rb"^pylock\.[\w-]+\.toml$", b)):
+            return name, True
+        if b in manifests:
+            return name, False
+    return None
+
+
+def is_lockfile(path: bytes) -> bool:
+    eco = _ecosystem(path)
+    return (eco is not None and eco[1]) or bool(
+        re.match(rb"^requirements[\w.-]*\.lock$", basename(path))
+    )
+
+
+def _is_pure_manifest(path: bytes) -> bool:
+    b = basename(path)
+    in_req_dir = b"requirements" in dirs_of(path) and b.endswith((b".txt", b".in"))
+    return b in _PURE_MANIFESTS or bool(_REQUIREMENTS.match(b)) or in_req_dir
+
+
+# --- sections of structured manifests ----------------------------------------------
+
+_TOML_HEADER = re.compile(r"^\s*\[\[?\s*([^\[\]]+?)\s*\]\]?\s*(?:#.*)?$")
+_TOML_KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_.-]+)\s*=""")
+_JSON_KEY = re.compile(r'^\s*"((?:[^"\\]|\\.)*)"\s*:')
+
+
+def indent(s: str) -> int:
+    return len(s) - len(s.lstrip(" \t"))
+
+
+def _section(line: str, before: Sequence[str], json: bool, whole_file: bool) -> str | None:
+    """Dotted section of `line` given the lines before it (nearest last).
+
+    TOML: `table.key` (the enclosing table header, then the key whose value spans the
+    line). JSON: the chain of enclosing keys by indentation. None when the lines seen do
+    not reach a TOML header or (JSON, or TOML root) the start of the file.
+    """
+    if not json:
+        h = _TOML_HEADER.match(line)
+        if h:
+            return h.group(1).replace('"', "").replace("'", "")
+    rx = _JSON_KEY if json else _TOML_KEY
+    keys: list[str] = []
+    own = rx.match(line)
+    if own:
+        keys.append(own.group(1).strip("\"'"))
+    level = indent(line) if line.strip() else 1 << 30
+    if own and json and level <= 2:
+        return ".".join(keys)  # a top-level key of a formatted JSON document
+    for prev in reversed(before):
+        if not prev.strip():
+            continue
+        if not json:
+            h = _TOML_HEADER.match(prev)
+            if h:
+                table = h.group(1).replace('"', "").replace("'", "")
+                return ".".join([table, *reversed(keys)])
+        ind = indent(prev)
+        if ind < level:
+            m = rx.match(prev)
+            if m:
+                keys.append(m.group(1).strip("\"'"))
+            level = ind
+            if json and (ind == 0 or (m and ind <= 2)):
+                return ".".join(reversed(keys))
+    if whole_file:
+        return ".".join(reversed(keys))
+    return None
+
+
+def manifest_sections(
+    diff: FileDiff, new_content: bytes | None
+) -> Iterator[tuple[HunkLine, str | None]]:
+    """(changed line, its section or None when it cannot be told) for a structured file."""
+    json = diff.path.endswith(b".json")
+    full = as_text(new_content).split("\n") if new_content is not None else None
+    if full is not None and not all(
+        0 < ln.new <= len(full) and full[ln.new - 1] == as_text(ln.text)
+        for hunk in diff.hunks
+        for ln in hunk
+        if ln.kind != "-"
+    ):
+        full = None  # the supplied content is not this patch's new side: do not trust it
+    for hunk in diff.hunks:
+        seen: list[str] = []  # new-side lines (context, added) of this hunk so far
+        gone: list[str] = []  # deleted lines since the last new-side line
+        for ln in hunk:
+            text = as_text(ln.text)
+            if ln.kind != " ":
+                before = full[: max(0, ln.new - 1)] if full is not None else seen
+                if ln.kind == "-":
+                    before = [*before, *gone]
+                yield ln, _section(text, before, json, full is not None)
+            if ln.kind == "-":
+                gone.append(text)
+            else:
+                seen.append(text)
+                gone = []
+
+
+_PY_HOOK_SECTIONS = re.compile(
+    r"^(?:build-system|project\.(?:scripts|gui-scripts|entry-points)|tool\.setuptools\.cmdclass"
+    r"|tool\.hatch\.(?:build|metadata\.hooks)|tool\.pdm\.build|tool\.poetry\.(?:build|scripts|plugins)"
+    r"|tool\.scikit-build|tool\.maturin|tool\.setuptools-rust|package\.build|package\.links"
+    r"|scripts)(?:\.|$)|(?:^|\.)(?:hooks?|cmdclass)(?:\.|$)"
+)
+_NPM_LIFECYCLE = re.compile(
+    r'^\s*"(?:pre|post)?(?:install|uninstall|prepare|prepublish|prepublishOnly|publish|pack|'
+    r'test|build|start|restart|stop|version|dependencies)"\s*:'
+)
+_DEP_SECTIONS = re.compile(
+    r"^(?:project\.(?:dependencies|optional-dependencies)|dependency-groups|build-system\.requires"
+    r"|tool\.poetry\.(?:dependencies|dev-dependencies|group|source)|tool\.pdm\.dev-dependencies"
+    r"|tool\.uv|tool\.pixi\.(?:dependencies|pypi-dependencies)"
+    r"|(?:target\..+\.|workspace\.)?(?:dev-|build-)?dependencies|patch|replace"
+    r"|(?:dev|peer|optional|bundled?)?[dD]ependencies|overrides|resolutions|require(?:-dev)?"
+    r"|repositories|packageManager|pnpm\.overrides)(?:\.|$)"
+)
+# setup.cfg / tox.ini (INI): only the sections that run or install something.
+_INI_HOOK_SECTIONS: dict[bytes, re.Pattern[str]] = {
+    b"setup.cfg": re.compile(r"^options\.(?:entry_points|cmdclass|setup_requires)(?:\.|$)"),
+    b"tox.ini": re.compile(r"^(?:tox|testenv)"),  # tox runs these commands in CI
+}
+_INI_DEP_SECTIONS: dict[bytes, re.Pattern[str]] = {
+    b"setup.cfg": re.compile(
+        r"^options\.(?:install_requires|setup_requires|tests_require|extras_require)(?:\.|$)"
+    ),
+    b"tox.ini": re.compile(r"^(?:tox|testenv[^.]*)\.(?:deps|requires)(?:\.|$)"),
+}
+
+
+def _section_hits(
+    ctx: Context, entry: InventoryEntry, rx: re.Pattern[str], npm_lifecycle: bool
+) -> Iterator[tuple[HunkLine, str | None]]:
+    """Changed lines of a structured manifest whose section matches rx (or is unknown)."""
+    diff = ctx.diff_of(entry)
+    if diff is None:
+        return
+    content = ctx.tree_files.get(entry.path) if ctx.tree_files is not None else None
+    for ln, section in manifest_sections(diff, content):
+        if not ln.text.strip():
+            continue
+        if section is None:
+            yield ln, None
+        elif rx.search(section) or (npm_lifecycle and _NPM_LIFECYCLE.match(as_text(ln.text))):
+            yield ln, section
+
+
+def describe_line(ln: HunkLine, section: str | None, what: str) -> RawFinding:
+    verb = "added" if ln.kind == "+" else "deleted"
+    where = f"in [{section}]" if section else "in a section the patch does not show"
+    line = ln.new if ln.kind == "+" else None
+    return RawFinding(None, f"{what}: line {verb} {where}", line)
+
+
+def wants_tree_file(path: bytes) -> bool:
+    """Files of the proven tree the policy reads when given (`evaluate(tree_files=...)`).
+
+    Python sources (import graph), structured manifests (sections of changed lines) and
+    lockfiles (only their existence matters: an empty value is enough).
+    """
+    return path.endswith(b".py") or basename(path) in MIXED_MANIFESTS or is_lockfile(path)
+
+
+def is_build_time_path(path: bytes) -> bool:
+    """Files that run at install/build/test/interpreter-start time (whole-file classes)."""
+    return is_build_file(path) or basename(path) in MIXED_MANIFESTS
+
+
+def check_build_hook(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        for p in paths_of(e):
+            if is_build_file(p):
+                tail = pins_suffix(ctx, e, p)
+                yield RawFinding(p, f"build/install-time file {e.status.value}{tail}")
+        b = basename(e.path)
+        if b in MIXED_MANIFESTS and e.status is not ChangeStatus.DELETED:
+            if e.status is ChangeStatus.ADDED:
+                yield RawFinding(e.path, "build manifest added")
+                continue
+            npm = b == b"package.json"
+            rx = _INI_HOOK_SECTIONS.get(b, _PY_HOOK_SECTIONS)
+            for ln, section in _section_hits(ctx, e, rx, npm):
+                f = describe_line(ln, section, "build hook or script changed")
+                yield RawFinding(e.path, f.message, f.line)
+
+
+def check_dependency(ctx: Context) -> Iterator[RawFinding]:
+    for e, what in _dependency_entries(ctx):
+        d = ctx.diff_of(e)
+        moved = describe_requirements(d) if d is not None and not is_lockfile(e.path) else None
+        yield RawFinding(e.path, f"{what}: {moved}" if moved else what)
+
+
+def _dependency_entries(ctx: Context) -> Iterator[tuple[InventoryEntry, str]]:
+    """Inventory entries that change dependencies, with a one-line description."""
+    for e in ctx.inventory:
+        if is_lockfile(e.path):
+            yield e, f"lockfile {e.status.value}"
+        elif _is_pure_manifest(e.path):
+            yield e, f"dependency manifest {e.status.value}"
+        elif basename(e.path) in MIXED_MANIFESTS:
+            if e.status in (ChangeStatus.ADDED, ChangeStatus.DELETED):
+                yield e, f"dependency manifest {e.status.value}"
+                continue
+            rx = _INI_DEP_SECTIONS.get(basename(e.path), _DEP_SECTIONS)
+            sections = sorted({s or "?" for _, s in _section_hits(ctx, e, rx, False)})
+            if sections:
+                where = ", ".join(
+                    f"[{s}]" if s != "?" else "a section the patch does not show" for s in sections
+                )
+                yield e, f"dependencies changed in {where}"
+
+
+def check_lockfile_drift(ctx: Context) -> Iterator[RawFinding]:
+    changed = {e.path: e for e in ctx.inventory}
+    dep_changed = {e.path for e, _ in _dependency_entries(ctx)}
+    known = set(changed) | (set(ctx.tree_files) if ctx.tree_files is not None else set())
+    known -= {e.path for e in ctx.inventory if e.status is ChangeStatus.DELETED}
+
+    def under(d: bytes, p: bytes) -> bool:
+        return not d or p.startswith(d + b"/")
+
+    for e in ctx.inventory:
+        eco = _ecosystem(e.path)
+        if eco is None:
+            continue
+        name, is_lock = eco
+        manifests, locks = _ECOSYSTEMS[name]
+        d = posixpath.dirname(e.path)
+        if is_lock and e.status is not ChangeStatus.DELETED:
+            if not any(
+                basename(p) in manifests and (posixpath.dirname(p) == d or under(d, p))
+                for p in changed
+            ):
+                yield RawFinding(e.path, "lockfile changed without its manifest")
+        elif not is_lock and e.path in dep_changed and e.status is ChangeStatus.MODIFIED:
+            # Only where a lockfile is known to exist (in the patch or the proven tree):
+            # many projects have none, and the patch alone cannot tell.
+            lock_dirs = {posixpath.dirname(p) for p in known if basename(p) in locks}
+            ancestors = [x for x in lock_dirs if x == d or under(x, e.path)]
+            if ancestors and not any(
+                basename(p) in locks and posixpath.dirname(p) in ancestors for p in changed
+            ):
+                yield RawFinding(e.path, "dependencies changed without their lockfile")

@@ -1,0 +1,389 @@
+"""Path classes and the rules decided by path alone (issue 6). Pure.
+
+Glob semantics (`glob_match`) are gitignore's, as `pathspec` implements them (the tests
+hold it to the list below, which the README documents):
+
+- A pattern is matched against the whole path, `/`-separated, case-sensitive. Paths are
+  bytes in git; they are decoded as UTF-8 with `surrogateescape`, so undecodable bytes
+  never match a literal but do match `*` and `?`.
+- A pattern with no `/` (other than a trailing one) matches at any depth
+  (`Dockerfile` matches `Dockerfile` and `docker/Dockerfile`); a pattern with a `/` is
+  anchored at the repository root; a leading `/` only anchors.
+- `*` matches anything but `/`; `?` one character but `/`; `[abc]`, `[a-z]`, `[!a]`
+  character classes; `\\x` a literal `x`.
+- `**` as a whole segment: leading `**/` matches in any directory, `a/**/b` zero or more
+  directories between, trailing `/**` everything below. `**` elsewhere is `*`.
+- A pattern that matches a directory matches everything below it (`vendor` matches
+  `vendor/x/y.c`); a trailing `/` matches directories only.
+- No negation: the config loader refuses a leading `!` (see `glob_problem`).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable, Iterator
+from functools import lru_cache
+
+from pathspec import GitIgnoreSpec
+
+from gate.model import ChangeStatus, InventoryEntry, PolicySpec
+from gate.policy.context import Check, Context, RawFinding, as_text, basename, dirs_of, paths_of
+from gate.policy.patch import path_text
+from gate.policy.pins import pins_suffix
+
+__all__ = [
+    "check_binary_added",
+    "check_binary_changed",
+    "check_ci",
+    "check_compiled_code",
+    "check_plugin_metadata",
+    "check_gate_config",
+    "check_git_plumbing",
+    "check_new_executable",
+    "check_symlink",
+    "glob_match",
+    "glob_problem",
+    "glob_rule",
+    "is_build_file",
+    "is_ci_path",
+    "is_compiled_path",
+    "is_git_plumbing_path",
+    "is_test_path",
+    "plugin_metadata_root",
+]
+
+
+# --- globs -------------------------------------------------------------------------
+
+
+def glob_problem(pattern: str) -> str | None:
+    """Why a configured glob is unusable, or None. For the config loader."""
+    if not pattern or not pattern.strip("/"):
+        return "a non-empty path pattern"
+    if pattern.startswith("!"):
+        return "a pattern without '!' (negation is not supported)"
+    if "\x00" in pattern:
+        return "a pattern without NUL characters"
+    depth = 0
+    for c in pattern:
+        if c == "[":
+            depth += 1
+        elif c == "]" and depth:
+            depth -= 1
+    if depth:
+        return "a pattern with balanced '[' ']'"
+    return None
+
+
+@lru_cache(maxsize=1024)
+def _compile(pattern: str) -> tuple[GitIgnoreSpec, bool]:
+    """(spec, dir_only): a trailing `/` is matched against the path's directories only."""
+    dir_only = pattern.endswith("/")
+    line = pattern.rstrip("/") if dir_only else pattern
+    # gitignore *files* read a leading `#` as a comment and drop trailing spaces; a
+    # configured glob means them literally
+    if line.startswith("#"):
+        line = "\\" + line
+    stripped = line.rstrip(" ")
+    line = stripped + "\\ " * (len(line) - len(stripped))
+    return GitIgnoreSpec.from_lines([line]), dir_only
+
+
+def glob_match(pattern: str, path: bytes) -> bool:
+    """Whether `path` (or a directory above it) matches `pattern`; see the module doc."""
+    if not pattern.strip("/"):
+        return False
+    spec, dir_only = _compile(pattern)
+    text = path_text(path)
+    if not dir_only:
+        return spec.match_file(text)  # a directory pattern covers what is below it
+    segs = text.split("/")
+    return any(spec.match_file("/".join(segs[:k])) for k in range(1, len(segs)))
+
+
+# --- path classes ------------------------------------------------------------------
+
+_CI_GLOBS = (
+    ".github/workflows/**",
+    ".github/actions/**",
+    "action.yml",
+    "action.yaml",
+    ".gitlab-ci.yml",
+    ".gitlab/ci/**",
+    ".circleci/**",
+    ".travis.yml",
+    "azure-pipelines.yml",
+    ".azure-pipelines/**",
+    "Jenkinsfile",
+    ".buildkite/**",
+    ".woodpecker.yml",
+    ".woodpecker/**",
+)
+
+
+def is_ci_path(path: bytes) -> bool:
+    return any(glob_match(g, path) for g in _CI_GLOBS)
+
+
+# Files whose content runs when the project is installed, built, tested or an
+# interpreter starts: setup scripts, make, containers, hook managers, package-manager
+# configuration, Python startup files. pyproject.toml / package.json / Cargo.toml are
+# decided per changed line (see `manifest_sections`).
+
+
+# Files whose content runs when the project is installed, built, tested or an
+# interpreter starts: setup scripts, make, containers, hook managers, package-manager
+# configuration, Python startup files. pyproject.toml / package.json / Cargo.toml are
+# decided per changed line (see `manifest_sections`).
+_BUILD_BASENAMES = frozenset(
+    {
+        b"setup.py",
+        b"conftest.py",
+        b"Makefile",
+        b"makefile",
+        b"GNUmakefile",
+        b"CMakeLists.txt",
+        b"Containerfile",
+        b".pre-commit-config.yaml",
+        b".pre-commit-hooks.yaml",
+        b".npmrc",
+        b".yarnrc",
+        b".yarnrc.yml",
+        b".pnpmfile.cjs",
+        b"noxfile.py",
+        b"sitecustomize.py",
+        b"usercustomize.py",
+        b"build.rs",
+        b".envrc",
+        b"justfile",
+        b"Justfile",
+        b"Taskfile.yml",
+        b"Rakefile",
+        b"build.gradle",
+        b"build.gradle.kts",
+        b"settings.gradle",
+        b"pom.xml",
+        b"docker-compose.yml",
+        b"docker-compose.yaml",
+        b"compose.yml",
+        b"compose.yaml",
+    }
+)
+
+
+def is_build_file(path: bytes) -> bool:
+    b = basename(path)
+    return (
+        b in _BUILD_BASENAMES
+        or b.endswith((b".mk", b".pth", b".Dockerfile", b".dockerfile"))
+        or b.startswith((b"Dockerfile", b"Containerfile"))
+    )
+
+
+_HOOK_DIRS = frozenset({b".githooks", b".husky", b"git-hooks", b".git-hooks", b"githooks"})
+
+
+def is_git_plumbing_path(path: bytes) -> bool:
+    b = basename(path)
+    if b in (b".gitattributes", b".gitmodules", b".lfsconfig"):
+        return True
+    return any(d in _HOOK_DIRS for d in dirs_of(path))
+
+
+_TEST_DIRS = frozenset({b"tests", b"test", b"__tests__", b"testing", b"spec", b"specs"})
+_CODE_EXT = (
+    b".py",
+    b".pyi",
+    b".js",
+    b".jsx",
+    b".ts",
+    b".tsx",
+    b".mjs",
+    b".cjs",
+    b".go",
+    b".rb",
+    b".java",
+    b".kt",
+    b".rs",
+    b".c",
+    b".cc",
+    b".cpp",
+    b".cs",
+    b".php",
+    b".sh",
+    b".swift",
+)
+_TEST_NAME = re.compile(
+    rb"^(?:test_.+\.py|.+_tests?\.py|tests?\.py|conftest\.py|.+_test\.go|.+\.(?:test|spec)\."
+    rb"(?:[cm]?[jt]sx?)|.+Tests?\.(?:java|kt|cs|swift)|.+_(?:spec|test)\.rb|test_.+\.(?:sh|rb)"
+    rb"|.+_test\.(?:c|cc|cpp|rs|exs))$"
+)
+
+
+def is_test_path(path: bytes) -> bool:
+    """A test source file: a test-named file anywhere, or source code under a test dir."""
+    b = basename(path)
+    if _TEST_NAME.match(b):
+        return True
+    return b.endswith(_CODE_EXT) and any(d in _TEST_DIRS for d in dirs_of(path))
+
+
+_EXEC_DIRS = frozenset({b"scripts", b"script", b"bin", b"tools", b"sbin", b".bin"})
+
+
+def check_gate_config(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        for p in paths_of(e):
+            if p == ctx.config_path:
+                yield RawFinding(
+                    p,
+                    f"the gate's configuration is {e.status.value}; this run is judged by the "
+                    "base's configuration and the change takes effect only after merge",
+                )
+
+
+def check_ci(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        for p in paths_of(e):
+            if is_ci_path(p):
+                tail = pins_suffix(ctx, e, p)
+                yield RawFinding(p, f"CI workflow or action file {e.status.value}{tail}")
+
+
+def check_git_plumbing(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        if e.gitlink:
+            yield RawFinding(
+                e.path,
+                f"submodule pointer {e.status.value}; submodule contents are outside the "
+                "evidence (not materialized, not proven)",
+            )
+        for p in paths_of(e):
+            if is_git_plumbing_path(p):
+                yield RawFinding(p, f"git plumbing {e.status.value}: changes what a checkout means")
+
+
+def _symlink_escape_reason(entry: InventoryEntry) -> str | None:
+    if entry.new_mode != 0o120000 or entry.status is ChangeStatus.DELETED:
+        return None
+    target = entry.symlink_target
+    if entry.symlink_absolute or (target is not None and target.startswith(b"/")):
+        return "absolute"
+    if entry.symlink_escapes:
+        return "escaping"
+    if target is None:
+        return None
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(entry.path), target))
+    if joined == b".." or joined.startswith(b"../"):
+        return "escaping"
+    return None
+
+
+def check_symlink(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        why = _symlink_escape_reason(e)
+        if why is not None:
+            yield RawFinding(e.path, f"{why} symlink: its target lies outside the repository")
+
+
+def check_new_executable(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        if e.new_mode != 0o100755 or e.old_mode == 0o100755:
+            continue
+        if any(d in _EXEC_DIRS for d in dirs_of(e.path)):
+            continue
+        how = "added as executable" if e.old_mode is None else "made executable"
+        yield RawFinding(e.path, f"file {how} outside scripts/, bin/, tools/")
+
+
+# Compiled code: bytecode and native extensions run in place of (or beside) source, and
+# no reviewer reads them (SPEC §3.2: committed bytecode must never stand in for source).
+_COMPILED = re.compile(rb"\.(?:pyc|pyo|so|pyd|dylib)$|\.so\.[0-9][0-9.]*$")
+
+
+def is_compiled_path(path: bytes) -> bool:
+    return bool(_COMPILED.search(basename(path))) or b"__pycache__" in dirs_of(path)
+
+
+def check_compiled_code(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        if e.status is ChangeStatus.DELETED or e.gitlink or e.new_mode == 0o120000:
+            continue
+        if is_compiled_path(e.path):
+            yield RawFinding(
+                e.path,
+                f"compiled code {e.status.value}: it runs in place of or beside the source, "
+                "and cannot be reviewed",
+            )
+
+
+# Package metadata where Python looks for installed distributions: a `*.dist-info` or
+# `*.egg-info` there is an installed package to `importlib.metadata`, so its
+# entry_points.txt can register a `pytest11` plugin that every test run loads; `.pth`
+# and `.egg-link` files add paths or run code at start-up. A sys.path root is the
+# repository root (the working directory), `src/`, or any top-level directory (pytest's
+# rootdir-relative imports and `pythonpath` settings put those on the path).
+_METADATA_DIRS = (b".dist-info", b".egg-info")
+_METADATA_FILES = (b".egg-link", b".pth", b".egg-info")
+
+
+def plugin_metadata_root(path: bytes) -> bytes | None:
+    """The metadata entry (dir or file) of `path` when it sits at a sys.path root."""
+    parts = path.split(b"/")
+    for i, comp in enumerate(parts):
+        last = i == len(parts) - 1
+        if (not last and comp.endswith(_METADATA_DIRS)) or (
+            last and comp.endswith(_METADATA_FILES)
+        ):
+            return b"/".join(parts[: i + 1]) if i <= 1 else None
+    return None
+
+
+def check_plugin_metadata(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        if e.status is ChangeStatus.DELETED:
+            continue
+        root = plugin_metadata_root(e.path)
+        if root is not None:
+            where = as_text(root.rsplit(b"/", 1)[0]) + "/" if b"/" in root else "the root"
+            yield RawFinding(
+                e.path,
+                f"package metadata {e.status.value} at a sys.path root ({where}): Python "
+                "treats it as an installed package, whose entry points (e.g. pytest11) "
+                "load into every test run",
+            )
+
+
+def check_binary_added(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        if e.binary and e.status is ChangeStatus.ADDED and not is_compiled_path(e.path):
+            yield RawFinding(
+                e.path, f"binary file added ({e.size if e.size is not None else '?'} bytes)"
+            )
+
+
+def check_binary_changed(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        if (
+            e.binary
+            and not is_compiled_path(e.path)
+            and e.status
+            in (
+                ChangeStatus.MODIFIED,
+                ChangeStatus.RENAMED,
+                ChangeStatus.TYPE_CHANGED,
+            )
+        ):
+            yield RawFinding(e.path, f"binary file {e.status.value}")
+
+
+def glob_rule(globs: Callable[[PolicySpec], tuple[str, ...]], what: str) -> Check:
+    def check(ctx: Context) -> Iterator[RawFinding]:
+        for e in ctx.inventory:
+            for p in paths_of(e):
+                for g in globs(ctx.spec):
+                    if glob_match(g, p):
+                        yield RawFinding(p, f"{what} path {e.status.value} (matches {g!r})")
+
+    return check
