@@ -226,6 +226,8 @@ def build_predicate(
         predicate["check_limits"] = {c.name: c.limits.to_dict() for c in config.checks}
     if run.approval is not None:
         predicate["approval"] = run.approval.to_dict()
+    if ev.worktree is not None:
+        predicate["worktree"] = ev.worktree.to_dict()
     return predicate
 
 

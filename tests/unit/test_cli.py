@@ -10,7 +10,7 @@ import pytest
 from gate.cli import build_parser, main
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-SUBCOMMANDS = ["prove", "policy", "verify", "show", "keygen", "approve", "demo"]
+SUBCOMMANDS = ["prove", "policy", "verify", "show", "keygen", "approve", "demo", "apply"]
 
 
 def test_top_level_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
