@@ -353,8 +353,23 @@ def _capture(
             f"{path_display(path)}: submodule recorded at {target[:12]}, its files not captured"
         )
 
+    real_dirs: dict[bytes, bool] = {b"": True}
+
+    def under_real_dirs(path: bytes) -> bool:
+        """No parent of `path` is a symlink: never read through one out of the tree."""
+        parent = os.path.dirname(path)
+        if parent not in real_dirs:
+            try:
+                is_dir = stat.S_ISDIR(os.lstat(os.path.join(root, parent)).st_mode)
+            except OSError:
+                is_dir = False
+            real_dirs[parent] = is_dir and under_real_dirs(parent)
+        return real_dirs[parent]
+
     def record_file(path: bytes) -> bool:
         """Store `path` as the filesystem has it; False when no file or symlink is there."""
+        if not under_real_dirs(path):
+            return False
         try:
             got = _read(root, path, on_read)
         except _Unstable:

@@ -23,7 +23,7 @@ from gate.git.repo import GitRepository
 from gate.model import ReasonCode, Verdict
 from gate.prove import ProveRequest, prove
 from gate.sandbox.interface import Sandbox
-from tests.gitutil import EXEC, checkout, commit, make_repo, repo_dir, snapshot, tree_files
+from tests.gitutil import EXEC, Gitlink, checkout, commit, make_repo, repo_dir, snapshot, tree_files
 
 IMAGE = "proofgate/cleanroom:latest"
 CONFIG = (
@@ -133,6 +133,21 @@ def test_worktree_tree_is_what_git_add_all_would_commit(tmp_path: Path) -> None:
     assert tree == _git_add_all_tree(path, tmp_path)
 
 
+def test_directory_replaced_by_a_symlink_is_not_read_through(tmp_path: Path) -> None:
+    repo, path = _checkout(tmp_path)
+    commit(repo, {b"d/inner.txt": b"tracked\n"})
+    checkout(repo)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "inner.txt").write_bytes(b"a file outside the repository\n")
+    shutil.rmtree(path / "d")
+    os.symlink(outside, path / "d")
+    _, tree, files = _capture(path)
+    assert files[b"d"] == (0o120000, os.fsencode(outside))
+    assert b"d/inner.txt" not in files
+    assert tree == _git_add_all_tree(path, tmp_path)
+
+
 def test_identical_states_give_identical_commits(tmp_path: Path) -> None:
     repo, path = _checkout(tmp_path)
     _agent_edits(repo, path)
@@ -224,9 +239,25 @@ def test_nested_repository_is_recorded_as_a_gitlink_not_descended(tmp_path: Path
     nested = pygit2.init_repository(str(path / "vendor"), initial_head="main")
     sub_head = commit(nested, {b"lib.py": b"x = 1\n"})
     checkout(nested)
-    _, _, files = _capture(path)
+    _, tree, files = _capture(path)
     assert files[b"vendor"] == (0o160000, str(sub_head).encode())
     assert not any(p.startswith(b"vendor/") for p in files)
+    assert tree == _git_add_all_tree(path, tmp_path)
+
+
+def test_submodule_is_recorded_at_its_checked_out_commit(tmp_path: Path) -> None:
+    repo, path = _checkout(tmp_path)
+    source = pygit2.init_repository(str(tmp_path / "subsrc"), initial_head="main")
+    first = commit(source, {b"lib.py": b"x = 1\n"})
+    commit(repo, {b"sub": Gitlink(str(first))})
+    checkout(repo)
+    shutil.copytree(tmp_path / "subsrc", path / "sub", dirs_exist_ok=True)
+    nested = pygit2.Repository(str(path / "sub"))
+    second = commit(nested, {b"lib.py": b"x = 2\n"})  # the submodule moved on
+    checkout(nested)
+    _, tree, files = _capture(path)
+    assert files[b"sub"] == (0o160000, str(second).encode())
+    assert tree == _git_add_all_tree(path, tmp_path)
 
 
 # -- prove --worktree and apply (Docker) ------------------------------------------------
