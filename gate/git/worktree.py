@@ -376,6 +376,9 @@ def _capture(
             unstable.append(path)
             return True
         if got is None:
+            full = os.path.join(root, path)
+            if os.path.lexists(full) and not os.path.isdir(full):  # fifo, socket, device
+                notes.append(f"{path_display(path)}: not a file or symlink, left out")
             return False
         entries[path] = (got[0], _put(store.odb, ObjectType.BLOB, b"blob", got[1]))
         return True
@@ -394,8 +397,6 @@ def _capture(
             untracked.append(path.rstrip(b"/"))
         elif record_file(path):
             untracked.append(path)
-        elif os.path.lexists(full := os.path.join(root, path)) and not os.path.isdir(full):
-            notes.append(f"{path_display(path)}: not a file or symlink, left out")
     return entries, untracked, unstable, notes
 
 

@@ -195,6 +195,27 @@ def test_worktree_with_head_is_a_usage_error(
     assert "--head" in capsys.readouterr().err
 
 
+def test_worktree_of_a_bare_repository_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_repo(tmp_path, bare=True)
+    commit(repo, {b"a": b"1"})
+    assert main(["policy", "--repo", str(repo_dir(repo)), "--worktree"]) == 2
+    assert "no working tree" in capsys.readouterr().err
+
+
+def test_special_files_are_left_out_with_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, path = _checkout(tmp_path)
+    (path / "b.txt").unlink()
+    os.mkfifo(path / "b.txt")  # never opened: reading it would block the capture
+    assert main(["policy", "--repo", str(path), "--worktree", "--json"]) == 0
+    predicate = json.loads(capsys.readouterr().out)
+    assert [(e["path"], e["status"]) for e in predicate["inventory"]] == [("b.txt", "deleted")]
+    assert any("b.txt: not a file or symlink" in n for n in predicate["coverage"]["notes"])
+
+
 def _never_sandbox() -> Sandbox:
     raise AssertionError("no check may run")
 
@@ -433,4 +454,53 @@ def test_apply_refuses_every_mismatch_and_changes_nothing(
     err = capsys.readouterr().err
     assert "apply refused" in err
     assert expected in err
+    assert snapshot(target) == before
+
+
+@pytest.mark.docker
+def test_agent_relying_on_an_ignored_file_is_failed(tmp_path: Path) -> None:
+    """Ignored files are not evidence: a check that needs one fails in the clean room."""
+    repo = make_repo(tmp_path)
+    config = CONFIG.replace(
+        b'"grep -q fixed a.txt && test -x run.sh && test -f new.txt && test ! -e gone.txt"',
+        b'"test -f build/generated.txt"',
+    )
+    commit(repo, {b".github/proofgate.yml": config, b".gitignore": b"build/\n"})
+    checkout(repo)
+    path = repo_dir(repo)
+    (path / "build").mkdir()
+    (path / "build" / "generated.txt").write_bytes(b"only on the agent's machine\n")
+    before = snapshot(path)
+    out = tmp_path / "out"
+    assert main(["prove", "--repo", str(path), "--worktree", "--out", str(out)]) == 10
+    assert snapshot(path) == before
+    predicate = _predicate((out / "receipt.json").read_bytes())
+    assert predicate["verdict"] == "FAILED"
+    assert predicate["inventory"] == []
+
+
+@pytest.mark.docker
+def test_agent_committing_laxer_rules_in_its_scratch_clone_cannot_apply(
+    proven: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In the scratch clone the agent controls HEAD: a receipt judged by its own config
+    verifies, but `apply` refuses it in a checkout whose HEAD is not its base."""
+    scratch = tmp_path / "scratch"
+    shutil.copytree(proven["real"], scratch, symlinks=True)
+    agent = pygit2.Repository(str(scratch))
+    lax = CONFIG.split(b"    test:")[0] + b'    test: "true"\n'
+    commit(agent, {b".github/proofgate.yml": lax}, message="agent: relax the rules")
+    checkout(agent)
+    (scratch / "a.txt").write_bytes(b"still broken\n")
+    out = tmp_path / "out"
+    key = str(proven["key"])
+    assert (
+        main(["prove", "--repo", str(scratch), "--worktree", "--key", key, "--out", str(out)]) == 0
+    )
+    assert main(["verify", str(out / "receipt.json"), "--key", str(proven["pub"])]) == 0
+    _, target = _target(proven, tmp_path)
+    before = snapshot(target)
+    capsys.readouterr()
+    assert _apply(proven, target, receipt_path=out / "receipt.json") == 1
+    assert "HEAD moved" in capsys.readouterr().err
     assert snapshot(target) == before
