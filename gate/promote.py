@@ -16,6 +16,7 @@ working tree is captured again afterwards and must equal the proven tree.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import logging
 from collections.abc import Sequence
@@ -56,6 +57,22 @@ def _text(predicate: dict[str, object], *path: str) -> str:
 def _listed(lines: list[str]) -> str:
     more = f" and {len(lines) - _SHOWN} more" if len(lines) > _SHOWN else ""
     return ", ".join(lines[:_SHOWN]) + more
+
+
+def _patch_paths(predicate: dict[str, object]) -> frozenset[bytes]:
+    """Every path the receipt's inventory names (new and old), as exact bytes."""
+    paths: set[bytes] = set()
+    inventory = predicate.get("inventory")
+    for entry in inventory if isinstance(inventory, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        for key in ("path", "old_path"):
+            raw, text = entry.get(f"{key}_b64"), entry.get(key)
+            if isinstance(raw, str):
+                paths.add(base64.b64decode(raw))
+            elif isinstance(text, str):
+                paths.add(text.encode("utf-8"))
+    return frozenset(paths)
 
 
 def apply_receipt(
@@ -116,7 +133,7 @@ def apply_receipt(
             checkout.apply(patch)
         except PatchApplyError as e:
             raise ApplyRefused(f"git apply refused the patch, nothing written: {e}") from e
-        after = checkout.snapshot()
+        after = checkout.snapshot(also=_patch_paths(predicate))
         if after.tree != proven:
             diff = checkout.differences(proven, after.tree)
             raise ApplyDiverged(

@@ -155,7 +155,9 @@ class GitRepository:
         """
         base_rev = self.resolve(base)
         head_rev = self.resolve(head)
-        snap = self._worktree if head_rev.commit == getattr(self._worktree, "commit", "") else None
+        snap = self._worktree
+        if snap is not None and head_rev.commit != snap.commit:
+            snap = None
         # the synthetic commit's one parent is HEAD, which the user's repository has
         mb = self.merge_base(base_rev, head_rev if snap is None else self.resolve(snap.parent))
         if self._store is None:

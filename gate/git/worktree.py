@@ -281,9 +281,16 @@ def _gitlink(root: bytes, path: bytes) -> str | None:
 
 
 def snapshot(
-    repo: pygit2.Repository, store: pygit2.Repository, *, on_read: OnRead | None = None
+    repo: pygit2.Repository,
+    store: pygit2.Repository,
+    *,
+    on_read: OnRead | None = None,
+    also: frozenset[bytes] = frozenset(),
 ) -> Snapshot:
     """Capture the working tree of `repo` as a commit in `store` (the private store).
+
+    `also` names paths to capture when they exist even if ignored (`apply` checks its
+    result with the patch's paths: a committed file may match an ignore rule).
 
     Raises:
         RepoError: a bare repository, no commit yet, or git fails.
@@ -304,7 +311,10 @@ def snapshot(
             shutil.copyfile(index, copy)
         git, env = git_command(repo, copy)
         tracked, others = _listing(git, env)
-        entries, untracked, unstable, notes = _capture(root, store, tracked, others, on_read)
+        extra = sorted(also - tracked.keys() - set(others))
+        entries, untracked, unstable, notes = _capture(
+            root, store, tracked, [*others, *extra], on_read
+        )
         visible = {p.split(b"/", 1)[0] for p in entries}
         ignored = _ignored_only(git, env, root, visible)
         if _index_key(index) != before or _listing(git, env) != (tracked, others):
@@ -522,8 +532,10 @@ class Checkout:
             for d in self.repo.index.diff_to_tree(head).deltas
         ]
 
-    def snapshot(self, *, on_read: OnRead | None = None) -> Snapshot:
-        return snapshot(self.repo, self._store.git, on_read=on_read)
+    def snapshot(
+        self, *, on_read: OnRead | None = None, also: frozenset[bytes] = frozenset()
+    ) -> Snapshot:
+        return snapshot(self.repo, self._store.git, on_read=on_read, also=also)
 
     def differences(self, old: str, new: str) -> list[str]:
         return tree_differences(self._store.git, old, new)

@@ -504,3 +504,23 @@ def test_agent_committing_laxer_rules_in_its_scratch_clone_cannot_apply(
     assert _apply(proven, target, receipt_path=out / "receipt.json") == 1
     assert "HEAD moved" in capsys.readouterr().err
     assert snapshot(target) == before
+
+
+@pytest.mark.docker
+def test_apply_of_a_branch_receipt_including_a_committed_ignored_file(
+    proven: dict[str, Path], tmp_path: Path
+) -> None:
+    """`apply` takes any PROVEN receipt, also `--base/--head`; a committed file that an
+    ignore rule matches is still part of the proven tree it checks afterwards."""
+    repo = make_repo(tmp_path)
+    config = CONFIG.split(b"    test:")[0] + b'    test: "test -f kept.log"\n'
+    base = commit(repo, {b".github/proofgate.yml": config, b".gitignore": b"*.log\n"})
+    commit(repo, {b"kept.log": b"committed anyway\n"}, branch="pr", parent=base)
+    checkout(repo)
+    path = repo_dir(repo)
+    out = tmp_path / "out"
+    key = str(proven["key"])
+    args = ["--base", "main", "--head", "pr", "--key", key, "--out", str(out)]
+    assert main(["prove", "--repo", str(path), *args]) == 0
+    assert _apply(proven, path, receipt_path=out / "receipt.json") == 0
+    assert (path / "kept.log").read_bytes() == b"committed anyway\n"
