@@ -74,6 +74,7 @@ _TREE = int(FileMode.TREE)
 _REGULAR = int(FileMode.BLOB)
 _EXEC = int(FileMode.BLOB_EXECUTABLE)
 _MAX_SHOWN = 10
+_CONFIG_VARS = frozenset({"GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM"})
 
 _Key = tuple[int, int, int, int]  # size, mtime_ns, inode, mode
 
@@ -98,8 +99,9 @@ class Snapshot:
 def git_command(repo: pygit2.Repository, index_file: Path) -> tuple[str, dict[str, str]]:
     """The git executable and an environment aimed at `repo` with a private index file.
 
-    The user's own configuration stays in force (core.excludesFile lives there); every
-    inherited `GIT_*` variable is dropped so nothing redirects git elsewhere.
+    The user's own configuration stays in force (core.excludesFile lives there, so the
+    variables choosing the global and system files are kept); every other inherited
+    `GIT_*` variable is dropped so nothing redirects git elsewhere.
 
     Raises:
         RepoError: git is not installed.
@@ -107,7 +109,7 @@ def git_command(repo: pygit2.Repository, index_file: Path) -> tuple[str, dict[st
     git = shutil.which("git")
     if git is None:
         raise RepoError("the git command-line tool is not installed; install git")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in _CONFIG_VARS}
     env.update(
         GIT_DIR=repo.path,
         GIT_WORK_TREE=str(repo.workdir),

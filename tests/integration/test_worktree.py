@@ -216,6 +216,20 @@ def test_special_files_are_left_out_with_a_note(
     assert any("b.txt: not a file or symlink" in n for n in predicate["coverage"]["notes"])
 
 
+def test_apply_usage_and_unreadable_receipt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, path = _checkout(tmp_path)
+    assert main(["apply", str(tmp_path / "receipt.json"), "--repo", str(path)]) == 2
+    assert "--key" in capsys.readouterr().err
+    assert main(["keygen", "--out", str(tmp_path / "k")]) == 0
+    pub = str(tmp_path / "k" / "proofgate.pub")
+    before = snapshot(path)
+    assert main(["apply", str(tmp_path / "receipt.json"), "--key", pub, "--repo", str(path)]) == 1
+    assert "apply refused: cannot read" in capsys.readouterr().err
+    assert snapshot(path) == before
+
+
 def _never_sandbox() -> Sandbox:
     raise AssertionError("no check may run")
 
