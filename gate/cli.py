@@ -463,7 +463,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_apply(args: argparse.Namespace) -> int:
-    from gate.promote import ApplyRefused, apply_receipt
+    from gate.promote import ApplyDiverged, ApplyRefused, apply_receipt
 
     keys = _load_keys(args.key)
     patch_path: Path = args.patch or args.receipt.parent / "patch.diff"
@@ -475,7 +475,12 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     try:
         done = apply_receipt(envelope, patch, keys, Path(args.repo))
     except ApplyRefused as e:
-        sys.stderr.write(f"proofgate: apply refused: {e}\n")
+        what = (
+            "apply did not end at the proven tree"
+            if isinstance(e, ApplyDiverged)
+            else "apply refused"
+        )
+        sys.stderr.write(f"proofgate: {what}: {e}\n")
         return EXIT_VERIFY_FAILED
     log.info("%s", done)
     return 0
