@@ -25,7 +25,9 @@ from gate.model import JsonDict, Trigger, TriggerKind, Verdict
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    from gate.git.repo import GitRepository
     from gate.model import Approval
+    from gate.prove import ProveRequest
 
 log = logging.getLogger("gate")
 
@@ -68,8 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     def revisions(p: argparse.ArgumentParser) -> None:
         p.add_argument("--repo", default=".", metavar="DIR", help="the git repository (default .)")
-        p.add_argument("--base", required=True, metavar="REV", help="base revision")
-        p.add_argument("--head", required=True, metavar="REV", help="head revision")
+        p.add_argument("--base", metavar="REV", help="base revision (with --worktree: HEAD)")
+        p.add_argument("--head", metavar="REV", help="head revision")
+        p.add_argument(
+            "--worktree",
+            action="store_true",
+            help="the head is the working tree as it is now (tracked and non-ignored "
+            "untracked files), captured without touching the repository",
+        )
         p.add_argument(
             "--config",
             type=Path,
@@ -190,6 +198,23 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="PUB",
         help="verify with this key first (without one, the receipt is shown unverified)",
+    )
+
+    p = sub.add_parser(
+        "apply",
+        parents=[common],
+        help="apply a PROVEN receipt's exact patch to an unchanged working tree",
+        description="Apply the receipt's patch to the working tree only if the receipt "
+        "verifies, is PROVEN, the patch file matches its digest, and HEAD and the working "
+        "tree still equal its base. Exit 0 applied, 1 refused (nothing changed), 2 usage.",
+    )
+    p.add_argument("receipt", type=Path, metavar="RECEIPT", help="receipt.json (DSSE)")
+    p.add_argument(
+        "--key", type=Path, action="append", required=True, metavar="PUB", help="trusted public key"
+    )
+    p.add_argument("--repo", default=".", metavar="DIR", help="the checkout (default .)")
+    p.add_argument(
+        "--patch", type=Path, metavar="FILE", help="the patch (default: patch.diff beside RECEIPT)"
     )
 
     p = sub.add_parser("keygen", parents=[common], help="create an Ed25519 signing key pair")
@@ -339,19 +364,26 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
         except receipt.ReceiptError as e:
             raise ApprovalRejected(f"the approval in {args.approval} does not count: {e}") from e
 
+    if args.worktree and args.head is not None:
+        raise UsageError("--worktree makes the working tree the head: give --base only, not --head")
+    if not args.worktree and (args.base is None or args.head is None):
+        raise UsageError(f"{args.command} needs --base REV and --head REV, or --worktree")
     out: Path | None = getattr(args, "out", None)
     if out is not None:
         _prepare_out_dir(out)
     with GitRepository(args.repo) as evidence:
+        base = args.base or "HEAD"
         request = ProveRequest(
-            base=args.base,
-            head=args.head,
+            base=base,
+            head=args.head or "",
             config_file=args.config,
             signing_key_pem=key_pem,
             run_checks=run_checks,
             # SPEC §4: a local run; base_ref only when --base names a local branch
-            trigger=Trigger(kind=TriggerKind.LOCAL, base_ref=evidence.local_branch(args.base)),
+            trigger=Trigger(kind=TriggerKind.LOCAL, base_ref=evidence.local_branch(base)),
         )
+        if args.worktree:
+            request = _worktree_request(request, evidence)
         run = prove(
             dataclasses.replace(request, repo_dir=evidence.workdir),
             evidence=evidence,
@@ -384,6 +416,22 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
         return {"ALLOW": 0, "HOLD": 11, "DENY": 12}[run.policy_decision.value]
     log.info("verdict: %s", run.verdict.value)
     return run.verdict.exit_code
+
+
+def _worktree_request(request: ProveRequest, evidence: GitRepository) -> ProveRequest:
+    """Capture the working tree and make its synthetic commit the head (issue 20)."""
+    from dataclasses import replace
+
+    from gate.model import Trigger, TriggerKind
+
+    snap = evidence.capture_worktree()
+    log.info("worktree: captured as %s (%d untracked)", snap.commit[:12], len(snap.untracked))
+    if request.base == "HEAD":
+        base_ref = snap.head_ref
+    else:
+        base_ref = request.trigger.base_ref if request.trigger is not None else None
+    trigger = Trigger(kind=TriggerKind.LOCAL, base_ref=base_ref)
+    return replace(request, head=snap.commit, trigger=trigger)
 
 
 def _load_keys(paths: Sequence[Path]) -> list[Ed25519PublicKey]:
@@ -482,6 +530,30 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         log.info(
             "signed by workflow %s (run %s, %s)", builder.workflow, builder.run_id, builder.ref
         )
+    return 0
+
+
+def _cmd_apply(args: argparse.Namespace) -> int:
+    from gate.promote import ApplyDiverged, ApplyRefused, apply_receipt
+
+    keys = _load_keys(args.key)
+    patch_path: Path = args.patch or args.receipt.parent / "patch.diff"
+    try:
+        envelope, patch = args.receipt.read_bytes(), patch_path.read_bytes()
+    except OSError as e:
+        sys.stderr.write(f"proofgate: apply refused: cannot read {e.filename}: {e.strerror}\n")
+        return EXIT_VERIFY_FAILED
+    try:
+        done = apply_receipt(envelope, patch, keys, Path(args.repo))
+    except ApplyRefused as e:
+        what = (
+            "apply did not end at the proven tree"
+            if isinstance(e, ApplyDiverged)
+            else "apply refused"
+        )
+        sys.stderr.write(f"proofgate: {what}: {e}\n")
+        return EXIT_VERIFY_FAILED
+    log.info("%s", done)
     return 0
 
 
@@ -597,6 +669,8 @@ def main(argv: list[str] | None = None) -> int:
                 return _cmd_verify(args)
             case "show":
                 return _cmd_show(args)
+            case "apply":
+                return _cmd_apply(args)
             case "keygen":
                 return _cmd_keygen(args)
             case "approve":

@@ -273,6 +273,16 @@ class PatchCapture:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class WorktreeCapture:
+    """A `--worktree` head: the working tree captured as a synthetic commit (issue 20)."""
+
+    untracked: tuple[bytes, ...] = ()  # non-ignored untracked files that are in the head
+
+    def to_dict(self) -> JsonDict:
+        return {"untracked": [path_to_dict(p) for p in self.untracked]}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Evidence:
     """Everything git says about the change (SPEC §1).
 
@@ -289,6 +299,7 @@ class Evidence:
     coverage: Coverage
     proven_tree: TreeId | None
     reasons: tuple[Reason, ...] = ()
+    worktree: WorktreeCapture | None = None  # set when head is the working tree
 
 
 # --- configuration ------------------------------------------------------------------

@@ -17,7 +17,7 @@ import pygit2
 from pygit2.enums import FileMode
 
 from gate.errors import RepoError
-from gate.git import fastarchive
+from gate.git import fastarchive, worktree
 from gate.git.interface import UnsafeTreeError
 from gate.git.patch import CapturedPatch, PatchApplyError, apply_patch, capture_patch
 from gate.git.store import PrivateStore, objects_dir
@@ -69,6 +69,7 @@ class GitRepository:
         # validated entry lists by tree id: capture() checks the proven tree, and every
         # check's archive() of it then skips the walk
         self._entries: dict[str, list[TarEntry]] = {}
+        self._worktree: worktree.Snapshot | None = None  # set by capture_worktree()
 
     # -- context management ------------------------------------------------------------
 
@@ -108,6 +109,8 @@ class GitRepository:
         Raises:
             RepoError: the revision is unknown, ambiguous or not a commit.
         """
+        if self._worktree is not None and spec == self._worktree.commit:
+            return self._worktree.revision(spec)  # lives in the private store only
         try:
             obj = self._repo.revparse_single(spec)
             commit = obj.peel(pygit2.Commit)
@@ -157,11 +160,16 @@ class GitRepository:
         """
         base_rev = self.resolve(base)
         head_rev = self.resolve(head)
-        mb = self.merge_base(base_rev, head_rev)
+        snap = self._worktree
+        if snap is not None and head_rev.commit != snap.commit:
+            snap = None
+        # the synthetic commit's one parent is HEAD, which the user's repository has
+        mb = self.merge_base(base_rev, head_rev if snap is None else self.resolve(snap.parent))
         if self._store is None:
             self._store = PrivateStore(objects_dir(self._repo))
         try:
-            return self._capture(self._store, base_rev, head_rev, mb)
+            ev = self._capture(self._store, base_rev, head_rev, mb)
+            return ev if snap is None else worktree.annotate(ev, snap, self._store.git)
         except BaseException:
             # SPEC §1: the store is disposable; an interrupted capture leaves nothing behind
             self.close()
@@ -303,6 +311,22 @@ class GitRepository:
         except (ValueError, pygit2.GitError):  # not a valid reference name
             return None
         return ref if found is not None else None
+
+    def capture_worktree(self, *, on_read: worktree.OnRead | None = None) -> worktree.Snapshot:
+        """Capture the working tree as a synthetic commit in the private store (see
+        `gate.git.worktree`); `capture(base, snapshot.commit)` then proves it.
+
+        Raises:
+            RepoError: a bare repository, no commit yet, or git fails.
+        """
+        if self._store is None:
+            self._store = PrivateStore(objects_dir(self._repo))
+        try:
+            self._worktree = worktree.snapshot(self._repo, self._store.git, on_read=on_read)
+        except BaseException:
+            self.close()
+            raise
+        return self._worktree
 
     def read_blob_at(self, commit: CommitId, path: str) -> tuple[BlobId, bytes] | None:
         """The regular-file blob at `path` in `commit`'s tree (user's repo), or None.

@@ -225,6 +225,8 @@ def build_predicate(
         predicate["check_limits"] = {c.name: c.limits.to_dict() for c in config.checks}
     if run.approval is not None:
         predicate["approval"] = run.approval.to_dict()
+    if ev.worktree is not None:
+        predicate["worktree"] = ev.worktree.to_dict()
     if builder is not None:
         predicate["builder"] = builder.to_dict()
     return Predicate.from_dict(predicate)
