@@ -2,7 +2,7 @@
 
 Each commit is judged against its first parent exactly as `proofgate prove` judges a
 pull request, through the product's own path: `GitRepository.capture` (patch, inventory,
-re-application in a private object store) and `gate.prove.judge_policy` (the proven
+re-application in a private object store) and `gate.policy_run.judge_policy` (the proven
 tree's files and binary additions, bounded as in a proof). Prints the distribution of
 decisions and the rules by hold count, so false holds on ordinary work are measured, not
 guessed.
@@ -24,7 +24,7 @@ from pathlib import Path
 from gate.config import DEFAULT_CONFIG_PATH
 from gate.git.repo import GitRepository
 from gate.model import Budgets, Decision, PolicySpec
-from gate.prove import judge_policy
+from gate.policy_run import judge_policy
 
 PINS_ONLY = "; nothing else changed"
 

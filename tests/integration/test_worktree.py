@@ -234,13 +234,20 @@ def _never_sandbox() -> Sandbox:
     raise AssertionError("no check may run")
 
 
-def test_file_changing_during_capture_is_inconclusive_never_a_mixed_tree(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("written", "named"),
+    [("a.txt", "a.txt"), ("late.txt", "the list of files")],
+    ids=["file-changed-while-read", "file-added-during-capture"],
+)
+def test_working_tree_changing_during_capture_is_inconclusive_never_a_mixed_tree(
+    tmp_path: Path, written: str, named: str
+) -> None:
     repo, path = _checkout(tmp_path)
     _agent_edits(repo, path)
 
     def agent_still_writing(rel: bytes) -> None:
-        if rel == b"a.txt":
-            (path / "a.txt").write_bytes(b"fixed, and more being written\n")
+        if rel == b"a.txt":  # right after proofgate read a.txt, before its second lstat
+            (path / written).write_bytes(b"fixed, and more being written\n")
 
     with GitRepository(path) as src:
         snap = src.capture_worktree(on_read=agent_still_writing)
@@ -251,7 +258,7 @@ def test_file_changing_during_capture_is_inconclusive_never_a_mixed_tree(tmp_pat
         )
     assert run.verdict is Verdict.INCONCLUSIVE
     assert [r.code for r in run.reasons] == [ReasonCode.COVERAGE_INCOMPLETE]
-    assert "a.txt" in run.reasons[0].message
+    assert named in run.reasons[0].message
     assert run.predicate["proven_tree"] is None
     assert run.predicate["coverage"]["complete"] is False  # type: ignore[index]
 
