@@ -1,65 +1,71 @@
 """The GitHub Action: `python -m gate.action` (SPEC §6).
 
 A thin shim. It reads its inputs from the plain `PROOFGATE_*` names that `action.yml`'s
-`runs.env` sets, works out base and head from the event, fetches the pull request's objects
-into a private bare repository (never into the workspace, never checked out), calls
-`prove()`, and reports: `$GITHUB_OUTPUT`, the job summary, `::error::` lines and the check
-run on the head SHA.
+`runs.env` sets, works out base and head from the event (gate.github.events), fetches the
+pull request's objects into a private bare repository (gate.git.fetch), calls `prove()`
+with the reviews as approver (gate.github.approvals), and reports: `$GITHUB_OUTPUT`, the
+job summary, `::error::` lines (gate.github.workflow) and the check run on the head SHA
+(gate.github.checks).
 
-Facts of GitHub this relies on:
-- `pull_request`: GITHUB_SHA is a test merge commit; the check goes on the PR's head SHA,
-  and base is the base branch's *current* tip (`pull_request.base.sha` goes stale).
-- Forks under `pull_request` get a read-only token; `pull_request_target` is the supported
-  trigger for them. Untrusted code only ever runs in the clean room, so that is safe.
-- `check_run.pull_requests` is empty for forks: the PR number travels in `external_id`.
-- Container actions get the Docker socket, must not set USER, and run in /github/workspace.
+Container actions get the Docker socket, must not set USER, and run in /github/workspace.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import logging
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gate.errors import GateError, UsageError
+from gate.git.fetch import fetch_private
+from gate.github.approvals import ReviewApprover
 from gate.github.checks import (
-    CHECK_NAME,
     OUTPUT_LIMIT_BYTES,
     GitHubChecks,
     embed_envelope,
 )
+from gate.github.events import (
+    APPROVE_ACTION,
+    HEX40,
+    Target,
+    check_name,
+    resolve_target,
+)
 from gate.github.interface import (
-    Annotation,
     CheckAction,
     ChecksAPI,
     GitHubError,
-    PullInfo,
 )
-from gate.model import Approval, Sha256, Verdict
+from gate.github.workflow import (
+    SUMMARY_LIMIT_BYTES,
+    annotations_from,
+    append_file,
+    escape_data,
+    escape_property,
+    set_outputs,
+)
+from gate.model import TriggerKind, Verdict
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     from gate.prove import ProofRun
 
+__all__ = ["ActionInputs", "main", "run_prove", "run_verify"]
+
 log = logging.getLogger("gate")
 
-APPROVE_ACTION = "approve"
-WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})  # GitHub reports maintain as write
-SUMMARY_LIMIT_BYTES = 1024 * 1024  # GitHub's limit for one step's summary
-_HEX40 = re.compile(r"[0-9a-f]{40}")
+_HEX40 = HEX40
+_append = append_file
 
 
 # --- inputs ---------------------------------------------------------------------------
@@ -140,351 +146,24 @@ class ActionInputs:
         return f"{self.server_url.rstrip('/')}/{self.repository}/actions/runs/{self.run_id}"
 
 
-# --- what to prove --------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ClickedApproval:
-    """Someone pressed the check run's "Approve" button (check_run requested_action)."""
-
-    login: str
-    head_sha: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Target:
-    """Base and head to prove, how to fetch them, and where the check run goes."""
-
-    head_sha: str
-    head_ref: str  # remote ref to fetch for the head objects
-    base_ref: str | None  # remote ref whose current tip is the base (None: base_sha given)
-    base_sha: str | None  # merge_group: the queue's base_sha
-    pr: int | None
-    external_id: str
-    clicked: ClickedApproval | None = None
-    author: str | None = None  # the pull request's author, who cannot approve it
-    base_branch: str | None = None  # the branch the change would land on (None: unknown)
-
-
-def _obj(value: object, what: str) -> Mapping[str, object]:
-    if not isinstance(value, dict):
-        raise UsageError(f"the event payload has no {what}")
-    return value
-
-
-def _str(value: object, what: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise UsageError(f"the event payload has no {what}")
-    return value
-
-
-def _int(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise UsageError(f"the event payload has no {what}")
-    return value
-
-
-def check_name(base_branch: str | None, default_branch: str) -> str:
-    """The check run's name: `proofgate` for changes that land on the default branch, and
-    `proofgate (base: X)` otherwise.
-
-    Branch protection matches required checks by name on the head SHA. Were every run
-    named alike, a PROVEN for the same head against a laxer branch (another pull request,
-    or this one before it was retargeted) could satisfy the required `proofgate` check of
-    a pull request into the default branch."""
-    if base_branch is None or base_branch == default_branch:
-        return CHECK_NAME
-    return f"{CHECK_NAME} (base: {base_branch})"
-
-
-def pr_external_id(number: int) -> str:
-    return f"proofgate;pr={number}"
-
-
-def pr_from_external_id(external_id: str) -> int | None:
-    m = re.fullmatch(r"proofgate;pr=(\d+)", external_id)
-    return int(m.group(1)) if m else None
-
-
-def _pr_target(pull: PullInfo, clicked: ClickedApproval | None = None) -> Target:
-    return Target(
-        head_sha=pull.head_sha,
-        head_ref=f"refs/pull/{pull.number}/head",
-        base_ref=f"refs/heads/{pull.base_ref}",
-        base_sha=None,
-        pr=pull.number,
-        external_id=pr_external_id(pull.number),
-        clicked=clicked,
-        author=pull.author or None,
-        base_branch=pull.base_ref,
-    )
-
-
-def resolve_target(
-    inputs: ActionInputs, event: Mapping[str, object], api: ChecksAPI
-) -> Target | None:
-    """Base/head for this event (SPEC §1, §6); None when the event asks for nothing.
-
-    Raises:
-        UsageError: an unsupported event or a payload without what it needs.
-        GitHubError: the API cannot be read.
-    """
-    name = inputs.event_name
-    if name in ("pull_request", "pull_request_target"):
-        changes = event.get("changes")
-        if event.get("action") == "edited" and not (
-            isinstance(changes, dict) and "base" in changes
-        ):
-            return None  # a title or body edit; only a retargeted base needs a new proof
-        pr = _obj(event.get("pull_request"), "pull_request")
-        head = _obj(pr.get("head"), "pull_request.head")
-        base = _obj(pr.get("base"), "pull_request.base")
-        number = _int(pr.get("number"), "pull_request.number")
-        return Target(
-            head_sha=_str(head.get("sha"), "pull_request.head.sha"),
-            head_ref=f"refs/pull/{number}/head",
-            # the base branch's tip now, not base.sha: that goes stale as the branch moves
-            base_ref=f"refs/heads/{_str(base.get('ref'), 'pull_request.base.ref')}",
-            base_sha=None,
-            pr=number,
-            external_id=pr_external_id(number),
-            base_branch=_str(base.get("ref"), "pull_request.base.ref"),
-        )
-    if name == "merge_group":
-        group = _obj(event.get("merge_group"), "merge_group")
-        return Target(
-            head_sha=_str(group.get("head_sha"), "merge_group.head_sha"),
-            head_ref=_str(group.get("head_ref"), "merge_group.head_ref"),
-            base_ref=None,
-            base_sha=_str(group.get("base_sha"), "merge_group.base_sha"),
-            pr=None,
-            external_id="proofgate;merge-group",
-            base_branch=str(group.get("base_ref") or "").removeprefix("refs/heads/") or None,
-        )
-    if name == "workflow_dispatch":
-        wanted = inputs.pull_request
-        if wanted.isdigit():
-            return _pr_target(api.get_pull(int(wanted)))
-        if _HEX40.fullmatch(wanted.lower()):
-            default = api.default_branch()
-            return Target(
-                head_sha=wanted.lower(),
-                head_ref="refs/heads/*",
-                base_ref=f"refs/heads/{default}",
-                base_sha=None,
-                pr=None,
-                external_id="proofgate;commit",
-                base_branch=default,
-            )
-        raise UsageError(
-            "workflow_dispatch needs the `pull-request` input: a pull request number or a "
-            f"40-hex commit SHA (got {wanted!r})"
-        )
-    if name == "pull_request_review":
-        review = _obj(event.get("review"), "review")
-        if str(review.get("state", "")).lower() != "approved":
-            return None  # only an approval can change a verdict
-        number = _int(_obj(event.get("pull_request"), "pull_request").get("number"), "PR number")
-        return _pr_target(api.get_pull(number))  # the head now: a new push voids old reviews
-    if name == "check_run":
-        if event.get("action") != "requested_action":
-            return None
-        requested = _obj(event.get("requested_action"), "requested_action")
-        if requested.get("identifier") != APPROVE_ACTION:
-            return None
-        run = _obj(event.get("check_run"), "check_run")
-        # never check_run.pull_requests: it is empty for forks
-        found = pr_from_external_id(str(run.get("external_id") or ""))
-        if found is None:
-            raise UsageError("the check run's external_id names no pull request")
-        clicked = ClickedApproval(
-            login=_str(_obj(event.get("sender"), "sender").get("login"), "sender.login"),
-            head_sha=_str(run.get("head_sha"), "check_run.head_sha"),
-        )
-        return _pr_target(api.get_pull(found), clicked)
-    raise UsageError(
-        f"unsupported event {name!r}: use pull_request, pull_request_target, merge_group, "
-        "workflow_dispatch, pull_request_review or check_run"
-    )
-
-
-# --- approvals (SPEC §6) ----------------------------------------------------------------
-
-
-class ReviewApprover:
-    """Approvals of a HOLD (SPEC §6), as `prove()`'s approver.
-
-    Counts each reviewer's latest review if it is APPROVED on exactly the head SHA by a user
-    with write access, or a click on "Approve" by such a user while the head is unchanged.
-    Approvals that do not count are not errors (a review of an older push is ordinary): the
-    result stays HELD and `refusals` says why, for the check run and the job summary.
-    """
-
-    def __init__(self, api: ChecksAPI, target: Target, clock: Callable[[], float]) -> None:
-        self.api = api
-        self.target = target
-        self.clock = clock
-        self.refusals: list[str] = []
-
-    def __call__(self, patch_sha256: Sha256, policy_fingerprint: Sha256) -> Approval | None:
-        target = self.target
-        if target.pr is None:
-            return None
-        latest: dict[str, tuple[str, str, str | None]] = {}
-        for r in self.api.list_reviews(target.pr):
-            if r.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
-                latest[r.login] = (r.state, r.commit_id, r.submitted_at)
-        candidates: list[tuple[str, str, str]] = []
-        for login, (state, commit_id, submitted_at) in sorted(latest.items()):
-            if state != "APPROVED":
-                continue
-            if commit_id != target.head_sha:
-                self.refusals.append(
-                    f"{login} approved {commit_id[:12]}, not the head {target.head_sha[:12]}"
-                )
-                continue
-            candidates.append((login, "review", submitted_at or _rfc3339(self.clock())))
-        if target.clicked is not None:
-            if target.clicked.head_sha != target.head_sha:
-                self.refusals.append(
-                    f"{target.clicked.login} pressed Approve on {target.clicked.head_sha[:12]}, "
-                    f"not the head {target.head_sha[:12]}"
-                )
-            else:
-                candidates.append(
-                    (target.clicked.login, "requested-action", _rfc3339(self.clock()))
-                )
-        for login, method, when in candidates:
-            if target.author is not None and login.lower() == target.author.lower():
-                # A HOLD asks for a second person; GitHub refuses self-reviews, and the
-                # Approve button must not be a way around that.
-                self.refusals.append(f"{login} wrote this pull request and cannot approve it")
-                continue
-            permission = self.api.collaborator_permission(login)
-            if permission not in WRITE_PERMISSIONS:
-                self.refusals.append(f"{login} has {permission} permission; approving needs write")
-                continue
-            return Approval(
-                approver=login,
-                method=method,
-                approved_at=when,
-                patch_sha256=patch_sha256,
-                policy_fingerprint=policy_fingerprint,
-            )
-        return None
-
-    def note(self) -> str:
-        """Markdown for the check run and summary; empty when nothing was refused."""
-        if not self.refusals:
-            return ""
-        lines = "\n".join(f"- {r}" for r in self.refusals)
-        return f"**Approval refused** (the result stays HELD):\n\n{lines}\n\n"
-
-
-def _rfc3339(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-# --- the private object store ---------------------------------------------------------
-
-
-def _git(args: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> str:
-    try:
-        done = subprocess.run(  # noqa: S603 (fixed argv, no shell)
-            ["git", *args],  # noqa: S607 (git from PATH, as everywhere on a runner)
-            cwd=cwd,
-            env=dict(env),
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=1800,
-        )
-    except FileNotFoundError as e:
-        raise UsageError("git is not installed; the action image must provide it") from e
-    if done.returncode != 0:
-        raise UsageError(f"git {args[0]} failed: {done.stderr.strip()[-2000:]}")
-    return done.stdout.strip()
-
-
-def fetch_private(inputs: ActionInputs, target: Target, dest: Path) -> tuple[str, str]:
-    """Fetch base and head into a new bare repository at `dest` (never the workspace).
-
-    Returns (base commit, head commit), both present in `dest`.
-
-    Raises:
-        UsageError: the fetch failed or the head moved away from the event's SHA.
-    """
-    origin = inputs.origin_url or f"{inputs.server_url.rstrip('/')}/{inputs.repository}.git"
-    env: dict[str, str] = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(dest),
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_COUNT": "1",
-        "GIT_CONFIG_KEY_0": "safe.directory",
-        "GIT_CONFIG_VALUE_0": "*",
-    }
-    if inputs.token and origin.startswith(("https://", "http://")):
-        # the token goes in an env-carried header, never on a command line or in a URL
-        basic = base64.b64encode(f"x-access-token:{inputs.token}".encode()).decode()
-        env.update(
-            GIT_CONFIG_COUNT="2",
-            GIT_CONFIG_KEY_1="http.extraheader",
-            GIT_CONFIG_VALUE_1=f"AUTHORIZATION: basic {basic}",
-        )
-    _git(["init", "--bare", "-q", str(dest)], cwd=dest.parent, env=env)
-    refspecs = []
-    if target.head_ref.endswith("/*"):
-        refspecs.append(f"+{target.head_ref}:refs/proofgate/heads/*")
-    else:
-        refspecs.append(f"+{target.head_ref}:refs/proofgate/head")
-    if target.base_ref is not None:
-        refspecs.append(f"+{target.base_ref}:refs/proofgate/base")
-    _git(["fetch", "--no-tags", "--quiet", origin, *refspecs], cwd=dest, env=env)
-    for sha, what in ((target.head_sha, "head"), (target.base_sha, "base")):
-        if sha is None:
-            continue
-        check = subprocess.run(  # noqa: S603
-            ["git", "cat-file", "-e", f"{sha}^{{commit}}"],  # noqa: S607
-            cwd=dest,
-            env=env,
-            capture_output=True,
-            check=False,
-        )
-        if check.returncode != 0:
-            raise UsageError(
-                f"the {what} commit {sha} is not in {target.head_ref}: it moved since the "
-                "event; the newer push triggers its own run"
-            )
-    base = target.base_sha or _git(["rev-parse", "refs/proofgate/base^{commit}"], cwd=dest, env=env)
-    return base, target.head_sha
-
-
 # --- reporting --------------------------------------------------------------------------
 
 
-def escape_data(value: str) -> str:
-    """Workflow-command data escaping (% CR LF)."""
-    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def escape_property(value: str) -> str:
-    return escape_data(value).replace(":", "%3A").replace(",", "%2C")
-
-
-def _append(path: str, text: str) -> None:
-    if path:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(text)
-
-
 def _set_outputs(inputs: ActionInputs, values: Mapping[str, str]) -> None:
-    lines = []
-    for key, value in values.items():
-        if "\n" in value:
-            raise ValueError(f"output {key} must be one line")
-        lines.append(f"{key}={value}\n")
-    _append(inputs.output_file, "".join(lines))
+    set_outputs(inputs.output_file, values)
+
+
+def trigger_note(target: Target) -> str:
+    """Markdown that opens the check run for a re-proof of one commit: what it vouches for."""
+    if target.kind is not TriggerKind.COMMIT:
+        return ""
+    return (
+        f"**Re-proof of commit `{target.head_sha[:12]}`** (workflow_dispatch). It proves the "
+        f"patch from the tip of `{target.base_branch}` now to this commit, applied to that "
+        "tip and checked in the clean room. It does not prove a pull request: no review or "
+        "approval is consulted (a HOLD stays HELD), and it says nothing about any other "
+        "base branch or a later tip.\n\n"
+    )
 
 
 def _title(verdict: Verdict, reasons: Sequence[object]) -> str:
@@ -494,30 +173,6 @@ def _title(verdict: Verdict, reasons: Sequence[object]) -> str:
     line = " ".join(str(first).split())
     title = f"{verdict.value}: {line}"
     return title if len(title) <= 200 else title[:199] + "…"
-
-
-def annotations_from(predicate: Mapping[str, object]) -> tuple[Annotation, ...]:
-    """Check-run annotations for the policy findings that name a path."""
-    policy = predicate.get("policy")
-    findings = policy.get("findings") if isinstance(policy, dict) else None
-    out: list[Annotation] = []
-    levels = {"DENY": "failure", "HOLD": "warning", "ALLOW": "notice"}
-    for f in findings if isinstance(findings, list) else []:
-        if not isinstance(f, dict) or not isinstance(f.get("path"), str):
-            continue
-        raw_line = f.get("line")
-        line = raw_line if isinstance(raw_line, int) else 1
-        out.append(
-            Annotation(
-                path=f["path"],
-                start_line=max(1, line),
-                end_line=max(1, line),
-                level=levels.get(str(f.get("decision")), "warning"),
-                message=str(f.get("message") or f.get("rule")),
-                title=f"proofgate {f.get('rule')}",
-            )
-        )
-    return tuple(out)
 
 
 def _out_dir(inputs: ActionInputs) -> Path:
@@ -581,12 +236,21 @@ def run_prove(
     try:
         with tempfile.TemporaryDirectory(prefix="proofgate-objects-") as tmp:
             private = Path(tmp) / "repo.git"
-            base, head = fetch_private(inputs, target, private)
+            base, head = fetch_private(
+                inputs.origin_url or f"{inputs.server_url.rstrip('/')}/{inputs.repository}.git",
+                private,
+                token=inputs.token,
+                head_ref=target.head_ref,
+                head_sha=target.head_sha,
+                base_ref=target.base_ref,
+                base_sha=target.base_sha,
+            )
             request = ProveRequest(
                 base=base,
                 head=head,
                 config_path=inputs.config_path,
                 signing_key_pem=inputs.signing_key,
+                trigger=target.trigger,
             )
             with GitRepository(private, name=inputs.repository) as evidence:
                 run = prove(
@@ -629,14 +293,14 @@ def run_prove(
         run_id,
         verdict=run.verdict,
         title=_title(run.verdict, run.reasons),
-        summary=approver.note() + run.markdown,
+        summary=trigger_note(target) + run.markdown,
         text=text,
         annotations=annotations_from(run.predicate),
         actions=actions,
         details_url=inputs.run_url,
     )
     _set_outputs(inputs, {"verdict": run.verdict.value, "receipt": shown, "receipt-sha256": digest})
-    summary = approver.note() + run.markdown
+    summary = trigger_note(target) + run.markdown
     if len(summary.encode()) > SUMMARY_LIMIT_BYTES:
         from gate.github.checks import fit_bytes
 

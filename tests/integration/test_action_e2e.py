@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from gate import receipt
-from gate.action import pr_external_id, verify_from_github
+from gate.action import verify_from_github
 from gate.github.checks import GitHubChecks, RetryPolicy
+from gate.github.events import pr_external_id
 from gate.model import Verdict
 from tests.github_standin.fixtures import REPO, TOKEN, running_standin
 from tests.github_standin.server import GitHubStandIn
@@ -219,13 +220,16 @@ def run_action(
     )
 
 
-def pr_event(origin: Origin, number: int, *, fork: bool = False) -> dict[str, object]:
+def pr_event(
+    origin: Origin, number: int, *, fork: bool = False, author: str = "contributor"
+) -> dict[str, object]:
     head_repo = "forker/widgets" if fork else REPO
     return {
         "action": "synchronize",
         "number": number,
         "pull_request": {
             "number": number,
+            "user": {"login": author},
             "head": {
                 "sha": origin.pulls[number],
                 "ref": "feature",
@@ -256,6 +260,13 @@ def predicate_of(result: Result) -> dict[str, object]:
     return predicate
 
 
+def reasons_with(result: Result, code: str) -> list[str]:
+    """The messages of the signed receipt's reasons with this code."""
+    reasons = predicate_of(result)["reasons"]
+    assert isinstance(reasons, list)
+    return [r["message"] for r in reasons if r["code"] == code]
+
+
 def api_for(standin: GitHubStandIn) -> GitHubChecks:
     policy = RetryPolicy(attempts=2, backoff=0.01, max_wait=1, timeout=5, write_interval=0)
     return GitHubChecks(REPO, TOKEN, api_url=standin.api_url, retry=policy)
@@ -277,6 +288,11 @@ def test_proven_pr_then_rerun_updates_the_same_check_run(
     # base is main's current tip, not the stale base.sha of the event
     assert predicate["base"]["commit"] == origin.main  # type: ignore[index]
     assert predicate["head"]["commit"] == origin.pulls[1]  # type: ignore[index]
+    assert predicate["trigger"] == {
+        "kind": "pull_request",
+        "base_ref": "refs/heads/main",
+        "pull_request": 1,
+    }
     assert (first.workspace / "checkout-of-base.txt").read_text() == "the runner's checkout\n"
     assert sorted(p.name for p in first.workspace.iterdir()) == [
         ".proofgate",
@@ -357,6 +373,7 @@ def test_merge_group_proves_the_queue_commit(
     assert predicate["head"]["commit"] == origin.queue_head  # type: ignore[index]
     # the proven tree is exactly the tree of the commit that will land
     assert predicate["proven_tree"] == predicate["head"]["tree"]  # type: ignore[index]
+    assert predicate["trigger"] == {"kind": "merge_group", "base_ref": "refs/heads/main"}
     (run,) = standin.check_runs()
     assert (run.head_sha, run.external_id) == (origin.queue_head, "proofgate;merge-group")
     # the queue commit is what lands: its receipt verifies for a release of that commit
@@ -370,6 +387,28 @@ def review_event(origin: Origin, number: int, *, user: str, commit_id: str) -> d
     event["action"] = "submitted"
     event["review"] = {"state": "approved", "commit_id": commit_id, "user": {"login": user}}
     return event
+
+
+def run_reviewed(
+    image: str,
+    standin: GitHubStandIn,
+    origin: Origin,
+    tmp: Path,
+    *,
+    user: str,
+    permission: str,
+    event_name: str = "pull_request_review",
+) -> Result:
+    """PR 3 (HELD) with an APPROVED review on its head by `user`, then the Action runs."""
+    add_pull(standin, origin, 3)
+    standin.set_permission(REPO, user, permission)
+    standin.add_review(REPO, 3, user=user, state="APPROVED", commit_id=origin.pulls[3])
+    event = (
+        review_event(origin, 3, user=user, commit_id=origin.pulls[3])
+        if event_name == "pull_request_review"
+        else pr_event(origin, 3)
+    )
+    return run_action(image, standin, origin, tmp, event_name, event)
 
 
 def test_held_pr_approved_by_a_maintainers_review_on_the_head(
@@ -427,19 +466,36 @@ def test_review_on_an_older_sha_is_not_an_approval(
 def test_approval_by_a_user_without_write_permission_is_refused(
     action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
 ) -> None:
-    add_pull(standin, origin, 3)
-    standin.set_permission(REPO, "visitor", "read")
-    standin.add_review(REPO, 3, user="visitor", state="APPROVED", commit_id=origin.pulls[3])
-    result = run_action(
-        action_image,
-        standin,
-        origin,
-        tmp_path,
-        "pull_request_review",
-        review_event(origin, 3, user="visitor", commit_id=origin.pulls[3]),
+    result = run_reviewed(
+        action_image, standin, origin, tmp_path, user="visitor", permission="read"
     )
     assert result.code == 1
     assert result.outputs["verdict"] == "HELD"
     (run,) = standin.check_runs()
     assert run.conclusion == "action_required"
     assert "visitor has read permission; approving needs write" in (run.summary or "")
+    # the refusal is evidence in the signed receipt, as for an approval file
+    (refused,) = reasons_with(result, "approval-invalid")
+    assert "visitor has read permission" in refused
+
+
+def test_the_authors_own_approval_is_refused_on_pull_request(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    # the author has write access and an APPROVED review on the head (GitHub refuses
+    # self-reviews, but a review API or an edited payload is not the guard): on a
+    # `pull_request` event, from the payload's user, it must not count
+    result = run_reviewed(
+        action_image,
+        standin,
+        origin,
+        tmp_path,
+        user="contributor",
+        permission="write",
+        event_name="pull_request",
+    )
+    assert result.outputs["verdict"] == "HELD"
+    (refused,) = reasons_with(result, "approval-invalid")
+    assert "contributor wrote this pull request and cannot approve it" in refused
+    (run,) = standin.check_runs()
+    assert run.conclusion == "action_required"
