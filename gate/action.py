@@ -166,6 +166,30 @@ def trigger_note(target: Target) -> str:
     )
 
 
+def image_note(predicate: Mapping[str, object]) -> str:
+    """Markdown for a configured image named by tag only: which digest ran, how to pin it."""
+    image = predicate.get("image")
+    if not isinstance(image, str) or "@sha256:" in image:
+        return ""
+    checks = predicate.get("checks")
+    digests = {
+        str(c["image_digest"])
+        for c in (checks if isinstance(checks, list) else [])
+        if isinstance(c, dict) and c.get("image_digest")
+    }
+    used = digests.pop() if len(digests) == 1 else None
+    last = image.rpartition("/")[2]
+    repository = image.rpartition(":")[0] if ":" in last else image
+    pin = f"{repository}@{used.rpartition('@')[2]}" if used and "@" in used else None
+    return (
+        f"**Image not pinned:** the config names `{image}` by tag, so what runs can change "
+        "under the same name."
+        + (f" This run used `{used}` (recorded per check in the receipt)." if used else "")
+        + f" Pin it in the base branch's config (`image: {pin or 'NAME@sha256:...'}`) so "
+        "every run uses that exact image.\n\n"
+    )
+
+
 def _title(verdict: Verdict, reasons: Sequence[object]) -> str:
     if verdict is Verdict.PROVEN or not reasons:
         return verdict.value
@@ -256,7 +280,9 @@ def run_prove(
                 run = prove(
                     request,
                     evidence=evidence,
-                    sandbox=lambda: DockerSandbox(),
+                    # a hosted runner starts empty: pull the base config's image when
+                    # absent (by digest when pinned); the receipt records the digest used
+                    sandbox=lambda: DockerSandbox(allow_pull=True),
                     approver=approver,
                     clock=clock,
                 )
@@ -293,14 +319,14 @@ def run_prove(
         run_id,
         verdict=run.verdict,
         title=_title(run.verdict, run.reasons),
-        summary=trigger_note(target) + run.markdown,
+        summary=trigger_note(target) + image_note(run.predicate) + run.markdown,
         text=text,
         annotations=annotations_from(run.predicate),
         actions=actions,
         details_url=inputs.run_url,
     )
     _set_outputs(inputs, {"verdict": run.verdict.value, "receipt": shown, "receipt-sha256": digest})
-    summary = trigger_note(target) + run.markdown
+    summary = trigger_note(target) + image_note(run.predicate) + run.markdown
     if len(summary.encode()) > SUMMARY_LIMIT_BYTES:
         from gate.github.checks import fit_bytes
 

@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import socket
 import subprocess
+import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,13 +89,17 @@ class Origin:
 
 @pytest.fixture(scope="module")
 def origin(tmp_path_factory: pytest.TempPathFactory) -> Origin:
-    root = tmp_path_factory.mktemp("origin")
+    return build_origin(tmp_path_factory.mktemp("origin"), CONFIG)
+
+
+def build_origin(root: Path, config: str) -> Origin:
+    """A bare origin whose main has `config` as .github/proofgate.yml, with PRs 1-4."""
     work = root / "work"
-    work.mkdir()
+    work.mkdir(parents=True)
     git(work, "init", "-q", "-b", "main")
     base = write_commit(
         work,
-        {".github/proofgate.yml": CONFIG, "calc.py": CALC, "test_calc.py": TEST},
+        {".github/proofgate.yml": config, "calc.py": CALC, "test_calc.py": TEST},
         "base",
     )
     pulls: dict[int, str] = {}
@@ -499,3 +507,130 @@ def test_the_authors_own_approval_is_refused_on_pull_request(
     assert "contributor wrote this pull request and cannot approve it" in refused
     (run,) = standin.check_runs()
     assert run.conclusion == "action_required"
+
+
+# --- the image comes from a registry (issue 17) ----------------------------------------
+
+
+@dataclass
+class Registry:
+    host: str  # 127.0.0.1:PORT (Docker allows plain HTTP to loopback registries)
+    names: list[str]  # image references to drop from the daemon afterwards
+
+
+def drop_names(*names: str) -> None:
+    """Remove image names (not the shared layers) from the daemon; absent ones are fine."""
+    for name in names:
+        subprocess.run(["docker", "rmi", name], check=False, capture_output=True)  # noqa: S603, S607
+
+
+def daemon_has(name: str) -> bool:
+    done = subprocess.run(["docker", "image", "inspect", name], check=False, capture_output=True)  # noqa: S603, S607
+    return done.returncode == 0
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[Registry]:
+    """A registry (Debian's docker-registry, installed by scripts/ensure-registry) on a
+    loopback port, with its own storage, for this test only."""
+    program = shutil.which("docker-registry")
+    if program is None:
+        problem = "docker-registry is not installed (make registry)"
+        if os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}:
+            pytest.fail(f"CI=true and the registry test cannot run: {problem}", pytrace=False)
+        pytest.skip(problem)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = tmp_path / "registry.yml"
+    config.write_text(
+        "version: 0.1\n"
+        f"storage: {{filesystem: {{rootdirectory: {tmp_path / 'registry-data'}}}}}\n"
+        f"http: {{addr: '127.0.0.1:{port}'}}\n"
+    )
+    log = (tmp_path / "registry.log").open("wb")
+    proc = subprocess.Popen([program, "serve", str(config)], stdout=log, stderr=log)  # noqa: S603
+    registry = Registry(f"127.0.0.1:{port}", [])
+    try:
+        for _ in range(200):  # until it answers (bounded), not a fixed sleep
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1):  # noqa: S310
+                    break
+            except OSError:
+                if proc.poll() is not None:
+                    pytest.fail(
+                        f"docker-registry exited: {(tmp_path / 'registry.log').read_text()}"
+                    )
+                time.sleep(0.05)
+        yield registry
+    finally:
+        drop_names(*registry.names)
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def push_cleanroom(registry: Registry, name: str) -> str:
+    """Push the clean-room image as `registry/name`, drop that name from the daemon, and
+    return the pushed repo digest (`registry/repo@sha256:...`)."""
+    subprocess.run(["docker", "tag", IMAGE, f"{registry.host}/{name}"], check=True)  # noqa: S607
+    subprocess.run(  # noqa: S603
+        ["docker", "push", "-q", f"{registry.host}/{name}"],  # noqa: S607
+        check=True,
+        capture_output=True,
+    )
+    digests = json.loads(
+        subprocess.run(  # noqa: S603
+            ["docker", "image", "inspect", "-f", "{{json .RepoDigests}}", IMAGE],  # noqa: S607
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
+    repository = f"{registry.host}/{name.partition(':')[0]}"
+    (digest,) = [d for d in digests if d.startswith(repository + "@")]
+    # only the names go: the layers are shared with the clean-room image other tests use
+    registry.names += [f"{registry.host}/{name}", digest]
+    drop_names(*registry.names)
+    assert not daemon_has(f"{registry.host}/{name}")
+    assert not daemon_has(digest)
+    return str(digest)
+
+
+def prove_with_image(
+    image_name: str, digest: str, action_image: str, standin: GitHubStandIn, tmp: Path
+) -> str:
+    """PR 1 of an origin whose config names `image_name` (absent from the daemon) is
+    PROVEN with the pushed image; returns the check run's summary."""
+    config = CONFIG.replace(f"image: {IMAGE}", f"image: {image_name}")
+    origin = build_origin(tmp / "origin", config)
+    add_pull(standin, origin, 1)
+    result = run_action(
+        action_image, standin, origin, tmp / "run", "pull_request", pr_event(origin, 1)
+    )
+    assert result.code == 0, result.stderr
+    assert result.outputs["verdict"] == "PROVEN"
+    checks = predicate_of(result)["checks"]
+    assert isinstance(checks, list)
+    assert {c["image_digest"] for c in checks} == {digest}  # the receipt names the digest
+    assert daemon_has(image_name)  # the Action pulled it
+    (run,) = standin.check_runs()
+    return run.summary or ""
+
+
+def test_an_image_named_by_tag_is_pulled_and_the_run_says_it_was_not_pinned(
+    action_image: str, standin: GitHubStandIn, registry: Registry, tmp_path: Path
+) -> None:
+    tag = f"proofgate/pulled:{tmp_path.name[-20:].lower()}"
+    digest = push_cleanroom(registry, tag)
+    summary = prove_with_image(f"{registry.host}/{tag}", digest, action_image, standin, tmp_path)
+    assert "**Image not pinned:**" in summary
+    assert f"`image: {digest}`" in summary
+
+
+def test_an_image_pinned_by_digest_is_pulled_by_digest(
+    action_image: str, standin: GitHubStandIn, registry: Registry, tmp_path: Path
+) -> None:
+    digest = push_cleanroom(registry, "proofgate/pinned:v1")
+    summary = prove_with_image(digest, digest, action_image, standin, tmp_path)
+    assert "Image not pinned" not in summary
