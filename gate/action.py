@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gate import render
 from gate.errors import GateError, UsageError
 from gate.git.fetch import fetch_private
-from gate.github.approvals import ReviewApprover
+from gate.github.approvals import ReviewApprover, how_to_approve
 from gate.github.checks import (
     OUTPUT_LIMIT_BYTES,
     GitHubChecks,
@@ -65,6 +66,11 @@ __all__ = ["ActionInputs", "main", "run_prove", "run_verify"]
 log = logging.getLogger("gate")
 
 _HEX40 = HEX40
+UNSIGNED_WARNING = (
+    "This receipt is not signed: no `signing-key` was given to the action, so it vouches "
+    "for nothing outside this page and `proofgate verify` refuses it. Pass "
+    "`signing-key: ${{ secrets.PROOFGATE_SIGNING_KEY }}` to sign it."
+)
 _append = append_file
 
 
@@ -190,15 +196,6 @@ def image_note(predicate: Mapping[str, object]) -> str:
     )
 
 
-def _title(verdict: Verdict, reasons: Sequence[object]) -> str:
-    if verdict is Verdict.PROVEN or not reasons:
-        return verdict.value
-    first = getattr(reasons[0], "message", str(reasons[0]))
-    line = " ".join(str(first).split())
-    title = f"{verdict.value}: {line}"
-    return title if len(title) <= 200 else title[:199] + "…"
-
-
 def _out_dir(inputs: ActionInputs) -> Path:
     """Receipt files go under the workspace: the one directory a container action shares
     with later steps (RUNNER_TEMP is not mounted into the container)."""
@@ -306,10 +303,16 @@ def run_prove(
     text = (
         embed_envelope(run.envelope, limit=OUTPUT_LIMIT_BYTES, elsewhere=where)
         if run.signed
-        else "This receipt is not signed: no `signing-key` was given to the action.\n"
+        else UNSIGNED_WARNING + "\n"
+    )
+    button = inputs.offer_approve and target.pr is not None
+    opening = (
+        trigger_note(target)
+        + how_to_approve(run.predicate, target, repository=api.repository, button=button)
+        + image_note(run.predicate)
     )
     actions: tuple[CheckAction, ...] = ()
-    if run.verdict is Verdict.HELD and inputs.offer_approve and target.pr is not None:
+    if run.verdict is Verdict.HELD and button:
         actions = (
             CheckAction(
                 label="Approve", description="Approve this exact patch", identifier=APPROVE_ACTION
@@ -318,15 +321,24 @@ def run_prove(
     api.complete_check(
         run_id,
         verdict=run.verdict,
-        title=_title(run.verdict, run.reasons),
-        summary=trigger_note(target) + image_note(run.predicate) + run.markdown,
+        title=render.title(run.predicate),
+        summary=opening
+        + render.to_markdown(
+            run.predicate,
+            max_bytes=OUTPUT_LIMIT_BYTES - len(opening.encode()) - 64,
+            signed=run.signed,
+            truncation_note=f"\n\n---\n**Cut to fit GitHub's 65,535-byte limit.** {where}\n",
+        ),
         text=text,
         annotations=annotations_from(run.predicate),
         actions=actions,
         details_url=inputs.run_url,
     )
     _set_outputs(inputs, {"verdict": run.verdict.value, "receipt": shown, "receipt-sha256": digest})
-    summary = trigger_note(target) + image_note(run.predicate) + run.markdown
+    summary = opening + run.markdown
+    if not run.signed:
+        print(f"::warning title=proofgate unsigned receipt::{escape_data(UNSIGNED_WARNING)}")
+        summary = f"> **Warning:** {UNSIGNED_WARNING}\n\n" + summary
     if len(summary.encode()) > SUMMARY_LIMIT_BYTES:
         from gate.github.checks import fit_bytes
 

@@ -39,7 +39,7 @@ from gate.model import (
     Verdict,
 )
 from gate.sandbox.interface import ImageError, Sandbox, SandboxError
-from gate.verdict import Outcome, RunEvidence, decide, preflight
+from gate.verdict import Outcome, RunEvidence, decide, parse_junit, preflight
 
 log = logging.getLogger("gate")
 
@@ -187,6 +187,17 @@ def _run_checks(
     return _CleanRoom(image=image, results=tuple(results))
 
 
+def _junit_counts(result: CheckResult) -> JsonDict | None:
+    """The JUnit report's counts, for the page (None: no report, or an unusable one)."""
+    if result.junit_report is None:
+        return None
+    try:
+        c = parse_junit(result.junit_report)
+    except ValueError:
+        return None
+    return {"tests": c.tests, "failures": c.failures, "errors": c.errors, "skipped": c.skipped}
+
+
 def build_predicate(
     *,
     outcome: Outcome,
@@ -201,6 +212,9 @@ def build_predicate(
     """SPEC §4: the predicate, as plain JSON data. Pure."""
     ev = run.evidence
     checks: list[JsonDict] = [r.to_dict() for r in run.results]
+    for shown, result in zip(checks, run.results, strict=True):
+        if (counts := _junit_counts(result)) is not None:
+            shown["junit"] = counts
     predicate: JsonDict = {
         "verdict": outcome.verdict.value,
         "reasons": [r.to_dict() for r in outcome.reasons],

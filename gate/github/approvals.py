@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from gate.github.events import Target
 from gate.github.interface import ChecksAPI
 from gate.model import Approval, Sha256
+from gate.render import inline_code
 
-__all__ = ["WRITE_PERMISSIONS", "ReviewApprover"]
+__all__ = ["WRITE_PERMISSIONS", "ReviewApprover", "how_to_approve"]
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})  # GitHub reports maintain as write
 
@@ -79,3 +80,46 @@ class ReviewApprover:
 
             raise ApprovalRejected("approval refused: " + "; ".join(self.refusals))
         return None
+
+
+def how_to_approve(
+    predicate: Mapping[str, object], target: Target, *, repository: str, button: bool
+) -> str:
+    """Markdown that opens a HELD check run: who may approve, how, on which SHA, and the
+    files the policy holds. Empty for other verdicts."""
+    if predicate.get("verdict") != "HELD":
+        return ""
+    policy = predicate.get("policy")
+    findings = policy.get("findings") if isinstance(policy, dict) else None
+    held: dict[str, list[str]] = {}
+    for f in findings if isinstance(findings, list) else []:
+        if isinstance(f, dict) and f.get("decision") == "HOLD":
+            held.setdefault(str(f.get("rule")), []).append(str(f.get("path") or "(the change)"))
+    files = "".join(
+        f"- {inline_code(rule)}: "
+        + ", ".join(inline_code(p) for p in paths[:10])
+        + (f" (+{len(paths) - 10} more)" if len(paths) > 10 else "")
+        + "\n"
+        for rule, paths in held.items()
+    )
+    if target.pr is None:
+        how = (
+            "This run is not for a pull request, so nothing here can approve it: approve "
+            "the pull request itself (its own proofgate run records the approval) and "
+            "re-run, or prove it with an approval file (`proofgate prove --approval`)."
+        )
+    else:
+        author = f" other than its author ({inline_code(target.author)})" if target.author else ""
+        click = (
+            " or press **Approve** on this check run (same rules; a new push voids it)"
+            if button
+            else ""
+        )
+        how = (
+            f"A person with write access to {repository}{author} approves pull request "
+            f"#{target.pr} on GitHub (Files changed → Review changes → Approve) **on the "
+            f"head commit `{target.head_sha}`**{click}. A review of an older push does not "
+            "count; proofgate re-runs on the review and the verdict becomes PROVEN when "
+            "every check passes. The approval is bound to this patch and policy."
+        )
+    return f"**To approve this HOLD:** {how}\n\nHeld by the policy:\n\n{files}\n"

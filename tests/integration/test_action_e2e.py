@@ -18,6 +18,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,11 +26,11 @@ import pytest
 
 from gate import receipt
 from gate.action import verify_from_github
-from gate.github.checks import GitHubChecks, RetryPolicy
+from gate.github.checks import RECEIPT_MARKER, GitHubChecks, RetryPolicy
 from gate.github.events import pr_external_id
 from gate.model import Verdict
 from tests.github_standin.fixtures import REPO, TOKEN, running_standin
-from tests.github_standin.server import GitHubStandIn
+from tests.github_standin.server import Fault, GitHubStandIn
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -41,7 +42,8 @@ image: {IMAGE}
 defaults: {{timeout: 60, memory: 256m, pids: 64}}
 checks:
   - name: unit
-    test: [["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider"]]
+    test: [["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml=junit.xml"]]
+    junit: junit.xml
 policy:
   protected: ["ops/**"]
 """
@@ -108,6 +110,7 @@ def build_origin(root: Path, config: str) -> Origin:
         2: {"calc.py": "def add(a, b):\n    return a - b\n"},  # breaks the test
         3: {"ops/deploy.sh": "echo deploy\n"},  # protected path: HELD
         4: {"README.md": "from a fork\n"},  # a fork's honest change
+        5: {"calc.py": "def add(a, b):\n    return a - b\n", "ops/x.sh": "echo\n"},  # both
     }
     for number, files in changes.items():
         git(work, "checkout", "-q", "-b", f"pr{number}", base)
@@ -308,7 +311,9 @@ def test_proven_pr_then_rerun_updates_the_same_check_run(
     ]
 
     (run,) = standin.check_runs()
-    assert (run.head_sha, run.conclusion, run.title) == (origin.pulls[1], "success", "PROVEN")
+    assert (run.head_sha, run.conclusion) == (origin.pulls[1], "success")
+    assert run.title == "PROVEN: 1 check passed (1 test: 1 passed)"
+    assert "## Checks at a glance\n\n- `unit`: passed · 1 test: 1 passed" in (run.summary or "")
     assert run.external_id == pr_external_id(1)
     assert run.details_url == f"{standin.web_url}/{REPO}/actions/runs/4242"
 
@@ -329,12 +334,21 @@ def test_proven_pr_then_rerun_updates_the_same_check_run(
     assert standin.check_runs()[0].conclusion == "success"
 
 
-def test_failing_pr_fails_the_step(
-    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+@pytest.mark.parametrize(
+    ("number", "more"),
+    [(2, ""), (5, " (+1 more reason)")],  # 5 also touches a protected path: a HOLD beside it
+)
+def test_failing_pr_fails_the_step_and_the_title_names_the_failing_check(
+    action_image: str,
+    standin: GitHubStandIn,
+    origin: Origin,
+    tmp_path: Path,
+    number: int,
+    more: str,
 ) -> None:
-    add_pull(standin, origin, 2)
+    add_pull(standin, origin, number)
     result = run_action(
-        action_image, standin, origin, tmp_path, "pull_request", pr_event(origin, 2)
+        action_image, standin, origin, tmp_path, "pull_request", pr_event(origin, number)
     )
     assert result.code == 1
     assert result.outputs["verdict"] == "FAILED"
@@ -342,7 +356,8 @@ def test_failing_pr_fails_the_step(
     (run,) = standin.check_runs()
     assert run.conclusion == "failure"
     assert run.title is not None
-    assert run.title.startswith("FAILED: ")
+    assert run.title.startswith("FAILED: check unit: test: `python3 -m pytest")
+    assert run.title.endswith(f"exited 1 (1 test: 0 passed, 1 failed){more}")
 
 
 def test_fork_pr_on_pull_request_target(
@@ -430,6 +445,11 @@ def test_held_pr_approved_by_a_maintainers_review_on_the_head(
     assert held.outputs["verdict"] == "HELD"
     assert standin.check_runs()[0].conclusion == "action_required"
     assert any(a["path"] == "ops/deploy.sh" for a in standin.check_runs()[0].annotations)
+    how = standin.check_runs()[0].summary or ""
+    assert how.startswith("**To approve this HOLD:** A person with write access to ")
+    assert f"**on the head commit `{origin.pulls[3]}`**" in how
+    assert "other than its author (`contributor`)" in how
+    assert "Held by the policy:\n\n- `protected-path`: `ops/deploy.sh`" in how
 
     standin.set_permission(REPO, "maint", "write", "maintain")
     standin.add_review(REPO, 3, user="maint", state="APPROVED", commit_id=origin.pulls[3])
@@ -448,6 +468,8 @@ def test_held_pr_approved_by_a_maintainers_review_on_the_head(
     assert (approval["approver"], approval["method"]) == ("maint", "review")
     (run,) = standin.check_runs()
     assert run.conclusion == "success"
+    assert "Approval refused" not in (run.summary or "")
+    assert "To approve this HOLD" not in (run.summary or "")
 
 
 def test_review_on_an_older_sha_is_not_an_approval(
@@ -608,7 +630,7 @@ def prove_with_image(
     result = run_action(
         action_image, standin, origin, tmp / "run", "pull_request", pr_event(origin, 1)
     )
-    assert result.code == 0, result.stderr
+    assert result.code == 0, result.stdout + result.stderr
     assert result.outputs["verdict"] == "PROVEN"
     checks = predicate_of(result)["checks"]
     assert isinstance(checks, list)
@@ -634,3 +656,81 @@ def test_an_image_pinned_by_digest_is_pulled_by_digest(
     digest = push_cleanroom(registry, "proofgate/pinned:v1")
     summary = prove_with_image(digest, digest, action_image, standin, tmp_path)
     assert "Image not pinned" not in summary
+
+
+# --- concurrency and GitHub's pacing (issue 17) ----------------------------------------
+
+
+def test_two_concurrent_runs_for_a_new_pr_report_on_one_check_run(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    """Two workflow runs for the same new pull request, their creates in flight together
+    (the stand-in holds both until both arrived): the older check run carries the result,
+    the extra one is completed with the same conclusion and a pointer to it."""
+    add_pull(standin, origin, 1)
+    standin.inject(Fault("checks/create", "together", times=2, delay=120))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = [
+            pool.submit(
+                run_action,
+                action_image,
+                standin,
+                origin,
+                tmp_path / name,
+                "pull_request",
+                pr_event(origin, 1),
+            )
+            for name in ("a", "b")
+        ]
+        results = [r.result() for r in runs]
+    assert [r.code for r in results] == [0, 0], [r.stderr for r in results]
+    assert len(standin.calls("checks/create")) == 2
+    first, extra = sorted(standin.check_runs(), key=lambda r: r.id)
+    assert (first.conclusion, extra.conclusion) == ("success", "success")
+    assert first.title == "PROVEN: 1 check passed (1 test: 1 passed)"
+    assert extra.title == f"Duplicate — {first.title}"
+    assert f"is on check run {first.id}" in (extra.summary or "")
+    assert RECEIPT_MARKER in (first.text or "")
+    assert RECEIPT_MARKER not in (extra.text or "")
+
+
+def test_annotations_wait_only_when_github_asks(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    """A 403 secondary rate limit and a 429, each with retry-after, on the writes that
+    carry annotations: the run waits as told, retries, and loses nothing."""
+    add_pull(standin, origin, 3)
+    standin.inject(Fault("checks/update", "secondary-rate-limit", retry_after=1))
+    standin.inject(Fault("checks/update", "too-many-requests", retry_after=1))
+    result = run_action(
+        action_image, standin, origin, tmp_path, "pull_request", pr_event(origin, 3)
+    )
+    assert result.outputs["verdict"] == "HELD", result.stderr
+    assert "retrying in 1.0s" in result.stderr
+    (run,) = standin.check_runs()
+    assert run.conclusion == "action_required"
+    assert [a["path"] for a in run.annotations] == ["ops/deploy.sh"]
+    statuses = [c.status for c in standin.calls("checks/update")]
+    assert statuses.count(403) == statuses.count(429) == 1
+
+
+def test_an_unsigned_receipt_warns_in_the_job_log_and_summary(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    add_pull(standin, origin, 1)
+    result = run_action(
+        action_image,
+        standin,
+        origin,
+        tmp_path,
+        "pull_request",
+        pr_event(origin, 1),
+        PROOFGATE_SIGNING_KEY="",
+    )
+    assert result.code == 0, result.stderr
+    assert "::warning title=proofgate unsigned receipt::This receipt is not signed" in (
+        result.stdout
+    )
+    assert result.summary.startswith("> **Warning:** This receipt is not signed")
+    (run,) = standin.check_runs()
+    assert "UNSIGNED receipt" in (run.summary or "")
