@@ -188,10 +188,12 @@ class GitHubChecks:
         api_url: str = "https://api.github.com",
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        event_name: str = "",
     ) -> None:
         if "/" not in repository:
             raise GitHubError(f"repository must be OWNER/NAME, got {repository!r}")
         self.repository = repository
+        self.event_name = event_name  # GITHUB_EVENT_NAME: which fix a 403 needs
         self._policy = retry or RetryPolicy()
         self._sleep = sleep
         get_retry = GithubRetry(
@@ -232,7 +234,13 @@ class GitHubChecks:
         if not repository:
             raise GitHubError("GITHUB_REPOSITORY is not set: run inside GitHub Actions")
         api_url = env.get("GITHUB_API_URL") or "https://api.github.com"
-        return cls(repository, token, api_url=api_url, retry=retry)
+        return cls(
+            repository,
+            token,
+            api_url=api_url,
+            retry=retry,
+            event_name=env.get("GITHUB_EVENT_NAME") or "",
+        )
 
     # --- the retry loop --------------------------------------------------------------
 
@@ -288,8 +296,15 @@ class GitHubChecks:
                 f"cannot {what} (HTTP 403: {_message(exc) or 'forbidden'}).\n"
                 "  The workflow token lacks `checks: write`. Add to the job:\n"
                 f"    {_CHECKS_PERMISSIONS}\n"
-                "  On `pull_request` from a fork the token is read-only whatever you grant; "
-                "use `pull_request_target` for forks."
+                + (
+                    "  A review runs with the reviewer's event context: for a fork's pull "
+                    "request the token is read-only whatever you grant. Approve forks "
+                    'through the `workflow_run` re-proof (docs/action.md, "Fork '
+                    "approvals\"), or with the check run's Approve button."
+                    if self.event_name == "pull_request_review"
+                    else "  On `pull_request` from a fork the token is read-only whatever you "
+                    "grant; use `pull_request_target` for forks."
+                )
             )
         if isinstance(exc, GithubException) and exc.status in (401, 403):
             return GitHubError(
@@ -551,6 +566,13 @@ class GitHubChecks:
             return str(self._repo.get_commit(sha).commit.tree.sha)
 
         return self._call(f"read commit {sha[:12]}", fetch)
+
+    def check_external_ids(self, sha: str) -> list[str]:
+        return [
+            r.external_id
+            for r in self._list_runs(sha, name=None)
+            if r.head_sha == sha and r.external_id
+        ]
 
     def receipts_for_commit(self, sha: str) -> list[bytes]:
         envelopes: list[bytes] = []

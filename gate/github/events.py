@@ -227,7 +227,42 @@ def resolve_target(
             head_sha=_str(run.get("head_sha"), "check_run.head_sha"),
         )
         return pr_target(api.get_pull(found), clicked)
+    if name == "workflow_run":
+        return _review_rerun(event, api)
     raise UsageError(
         f"unsupported event {name!r}: use pull_request, pull_request_target, merge_group, "
-        "workflow_dispatch, pull_request_review or check_run"
+        "workflow_dispatch, pull_request_review, check_run or workflow_run"
+    )
+
+
+def _review_rerun(event: Mapping[str, object], api: ChecksAPI) -> Target | None:
+    """`workflow_run` after a review workflow: the re-proof that lets a fork's pull request
+    be approved by review. It runs in the base repository's context (a token that can
+    write checks), unlike `pull_request_review` on a fork.
+
+    The payload's `pull_requests` is empty for forks, so the pull request comes from the
+    external id of proofgate's own check run on the head SHA; either way the pull
+    request's head as the API reports it now must be that SHA (a newer push runs its own
+    proof). Only completed runs of a `pull_request_review` workflow ask for anything."""
+    run = _obj(event.get("workflow_run"), "workflow_run")
+    if event.get("action") != "completed" or run.get("event") != "pull_request_review":
+        return None
+    head_sha = _str(run.get("head_sha"), "workflow_run.head_sha")
+    listed = run.get("pull_requests")
+    numbers = [
+        n
+        for p in (listed if isinstance(listed, list) else [])
+        if isinstance(p, dict) and isinstance(n := p.get("number"), int)
+    ]
+    if not numbers:
+        numbers = [
+            n for e in api.check_external_ids(head_sha) if (n := pr_from_external_id(e)) is not None
+        ]
+    for number in dict.fromkeys(numbers):
+        pull = api.get_pull(number)
+        if pull.head_sha == head_sha and pull.state == "open":
+            return pr_target(pull)
+    raise UsageError(
+        f"workflow_run: no open pull request has head {head_sha} (it moved, or proofgate "
+        "never ran on it: its pull_request_target run names the pull request)"
     )

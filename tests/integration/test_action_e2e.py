@@ -360,18 +360,19 @@ def test_failing_pr_fails_the_step_and_the_title_names_the_failing_check(
     assert run.title.endswith(f"exited 1 (1 test: 0 passed, 1 failed){more}")
 
 
+def run_fork_pr(
+    image: str, standin: GitHubStandIn, origin: Origin, tmp: Path, number: int
+) -> Result:
+    """Pull request `number` from a fork, proven on `pull_request_target`."""
+    add_pull(standin, origin, number, fork=True)
+    event = pr_event(origin, number, fork=True)
+    return run_action(image, standin, origin, tmp, "pull_request_target", event)
+
+
 def test_fork_pr_on_pull_request_target(
     action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
 ) -> None:
-    add_pull(standin, origin, 4, fork=True)
-    result = run_action(
-        action_image,
-        standin,
-        origin,
-        tmp_path,
-        "pull_request_target",
-        pr_event(origin, 4, fork=True),
-    )
+    result = run_fork_pr(action_image, standin, origin, tmp_path, 4)
     assert result.code == 0, result.stderr
     assert result.outputs["verdict"] == "PROVEN"
     (run,) = standin.check_runs()
@@ -734,3 +735,68 @@ def test_an_unsigned_receipt_warns_in_the_job_log_and_summary(
     assert result.summary.startswith("> **Warning:** This receipt is not signed")
     (run,) = standin.check_runs()
     assert "UNSIGNED receipt" in (run.summary or "")
+
+
+# --- fork approvals (issue 17) ---------------------------------------------------------
+
+
+def test_a_review_of_a_fork_pr_with_a_read_only_token_names_the_fix(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    """GitHub's fork token model: a `pull_request_review` run for a fork gets a read-only
+    token whatever the workflow grants. The hint names the workflow_run re-proof."""
+    add_pull(standin, origin, 3, fork=True)
+    standin.repos[REPO].checks_write = False  # the read-only token of a fork's review
+    event = review_event(origin, 3, user="maint", commit_id=origin.pulls[3])
+    result = run_action(action_image, standin, origin, tmp_path, "pull_request_review", event)
+    assert result.code == 2
+    assert "Approve forks through the `workflow_run` re-proof" in result.stderr
+    assert "use `pull_request_target` for forks" not in result.stderr
+
+
+def test_a_fork_pr_held_then_approved_by_review_through_workflow_run(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    held = run_fork_pr(action_image, standin, origin, tmp_path / "a", 3)
+    assert held.outputs["verdict"] == "HELD", held.stderr
+    standin.set_permission(REPO, "maint", "write", "maintain")
+    standin.add_review(REPO, 3, user="maint", state="APPROVED", commit_id=origin.pulls[3])
+    # the review workflow ran (read-only, nothing to do); its completion starts this run
+    # in the base repository's context. For forks `pull_requests` is empty.
+    event: dict[str, object] = {
+        "action": "completed",
+        "workflow_run": {
+            "event": "pull_request_review",
+            "conclusion": "success",
+            "head_sha": origin.pulls[3],
+            "head_branch": "feature",
+            "head_repository": {"full_name": "forker/widgets"},
+            "pull_requests": [],
+        },
+    }
+    approved = run_action(action_image, standin, origin, tmp_path / "b", "workflow_run", event)
+    assert approved.code == 0, approved.stderr
+    assert approved.outputs["verdict"] == "PROVEN"
+    approval = predicate_of(approved)["approval"]
+    assert isinstance(approval, dict)
+    assert (approval["approver"], approval["method"]) == ("maint", "review")
+    assert predicate_of(approved)["trigger"] == {
+        "kind": "pull_request",
+        "base_ref": "refs/heads/main",
+        "pull_request": 3,
+    }
+    (run,) = standin.check_runs()
+    assert run.conclusion == "success"
+
+
+def test_workflow_run_for_a_sha_no_pull_request_has_is_refused(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    event: dict[str, object] = {
+        "action": "completed",
+        "workflow_run": {"event": "pull_request_review", "head_sha": "f" * 40, "pull_requests": []},
+    }
+    result = run_action(action_image, standin, origin, tmp_path, "workflow_run", event)
+    assert result.code == 2
+    assert f"no open pull request has head {'f' * 40}" in result.stderr
+    assert standin.check_runs() == []
