@@ -37,7 +37,6 @@ from gate.github.checks import (
 from gate.github.events import (
     APPROVE_ACTION,
     HEX40,
-    Target,
     check_name,
     resolve_target,
 )
@@ -46,6 +45,7 @@ from gate.github.interface import (
     ChecksAPI,
     GitHubError,
 )
+from gate.github.notes import image_note, trigger_note
 from gate.github.workflow import (
     SUMMARY_LIMIT_BYTES,
     annotations_from,
@@ -54,7 +54,7 @@ from gate.github.workflow import (
     escape_property,
     set_outputs,
 )
-from gate.model import TriggerKind, Verdict
+from gate.model import Verdict
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -157,43 +157,6 @@ class ActionInputs:
 
 def _set_outputs(inputs: ActionInputs, values: Mapping[str, str]) -> None:
     set_outputs(inputs.output_file, values)
-
-
-def trigger_note(target: Target) -> str:
-    """Markdown that opens the check run for a re-proof of one commit: what it vouches for."""
-    if target.kind is not TriggerKind.COMMIT:
-        return ""
-    return (
-        f"**Re-proof of commit `{target.head_sha[:12]}`** (workflow_dispatch). It proves the "
-        f"patch from the tip of `{target.base_branch}` now to this commit, applied to that "
-        "tip and checked in the clean room. It does not prove a pull request: no review or "
-        "approval is consulted (a HOLD stays HELD), and it says nothing about any other "
-        "base branch or a later tip.\n\n"
-    )
-
-
-def image_note(predicate: Mapping[str, object]) -> str:
-    """Markdown for a configured image named by tag only: which digest ran, how to pin it."""
-    image = predicate.get("image")
-    if not isinstance(image, str) or "@sha256:" in image:
-        return ""
-    checks = predicate.get("checks")
-    digests = {
-        str(c["image_digest"])
-        for c in (checks if isinstance(checks, list) else [])
-        if isinstance(c, dict) and c.get("image_digest")
-    }
-    used = digests.pop() if len(digests) == 1 else None
-    last = image.rpartition("/")[2]
-    repository = image.rpartition(":")[0] if ":" in last else image
-    pin = f"{repository}@{used.rpartition('@')[2]}" if used and "@" in used else None
-    return (
-        f"**Image not pinned:** the config names `{image}` by tag, so what runs can change "
-        "under the same name."
-        + (f" This run used `{used}` (recorded per check in the receipt)." if used else "")
-        + f" Pin it in the base branch's config (`image: {pin or 'NAME@sha256:...'}`) so "
-        "every run uses that exact image.\n\n"
-    )
 
 
 def _out_dir(inputs: ActionInputs) -> Path:

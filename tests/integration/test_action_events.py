@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from gate.action import ActionInputs, main, trigger_note
+from gate.action import ActionInputs, main
 from gate.errors import UsageError
 from gate.github.approvals import ReviewApprover
 from gate.github.checks import GitHubChecks, RetryPolicy
 from gate.github.events import ClickedApproval, Target, check_name, resolve_target
+from gate.github.notes import trigger_note
 from gate.github.workflow import escape_data, escape_property
 from gate.model import Sha256, Trigger, TriggerKind
 from gate.prove import ApprovalRejected
