@@ -10,6 +10,7 @@ for fork pull requests. The clean room inside is `proofgate/cleanroom:latest`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -36,6 +37,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = ROOT / "tests" / "assets" / "keys"
+CHECKOUT = hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
 IMAGE = "proofgate/cleanroom:latest"
 CONFIG = f"""version: 1
 image: {IMAGE}
@@ -133,7 +135,8 @@ def build_origin(root: Path, config: str) -> Origin:
 @pytest.fixture(scope="session")
 def action_image() -> str:
     done = subprocess.run(
-        [str(ROOT / "scripts" / "build-action-image"), "proofgate/action:test"],
+        # one tag per checkout: worktrees sharing a daemon must not run each other's image
+        [str(ROOT / "scripts" / "build-action-image"), f"proofgate/action:test-{CHECKOUT}"],
         capture_output=True,
         text=True,
         check=False,
