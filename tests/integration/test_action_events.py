@@ -9,7 +9,7 @@ import pytest
 
 from gate.action import ActionInputs, main
 from gate.errors import UsageError
-from gate.github.approvals import ReviewApprover
+from gate.github.approvals import ReviewApprover, how_to_approve
 from gate.github.checks import GitHubChecks, RetryPolicy
 from gate.github.events import ClickedApproval, Target, check_name, resolve_target
 from gate.github.notes import trigger_note
@@ -257,3 +257,28 @@ def test_edited_event_reproves_only_a_retargeted_base(standin: GitHubStandIn) ->
     target = resolve_target(inputs("pull_request_target"), retarget, api_for(standin))
     assert target is not None
     assert target.head_sha == HEAD
+
+
+def test_how_to_approve_names_who_how_which_sha_and_escapes_the_held_paths() -> None:
+    predicate: dict[str, object] = {
+        "verdict": "HELD",
+        "policy": {
+            "findings": [
+                {"rule": "protected-path", "decision": "HOLD", "path": "ops/`a`</details>.sh"},
+                {"rule": "budget-lines", "decision": "ALLOW", "path": "src/x.py"},
+            ]
+        },
+    }
+    held = dataclasses.replace(target(), author="alice")
+    note = how_to_approve(predicate, held, repository=REPO, button=True)
+    assert note.startswith(f"**To approve this HOLD:** A person with write access to {REPO}")
+    assert f"**on the head commit `{HEAD}`**" in note
+    assert "other than its author (`alice`)" in note
+    assert "press **Approve** on this check run" in note
+    assert "- `protected-path`: ``ops/`a`</details>.sh``" in note  # a code span it cannot close
+    assert "src/x.py" not in note  # only what the policy holds
+    no_pr = dataclasses.replace(held, pr=None)
+    assert "nothing here can approve it" in how_to_approve(
+        predicate, no_pr, repository=REPO, button=False
+    )
+    assert how_to_approve({"verdict": "PROVEN"}, held, repository=REPO, button=True) == ""
