@@ -47,11 +47,10 @@ from gate.github.interface import (
 )
 from gate.github.notes import image_note, trigger_note
 from gate.github.workflow import (
-    SUMMARY_LIMIT_BYTES,
     annotations_from,
     append_file,
     escape_data,
-    escape_property,
+    report_to_job,
     set_outputs,
 )
 from gate.model import Verdict
@@ -298,24 +297,14 @@ def run_prove(
         details_url=inputs.run_url,
     )
     _set_outputs(inputs, {"verdict": run.verdict.value, "receipt": shown, "receipt-sha256": digest})
-    summary = opening + run.markdown
-    if not run.signed:
-        print(f"::warning title=proofgate unsigned receipt::{escape_data(UNSIGNED_WARNING)}")
-        summary = f"> **Warning:** {UNSIGNED_WARNING}\n\n" + summary
-    if len(summary.encode()) > SUMMARY_LIMIT_BYTES:
-        from gate.github.checks import fit_bytes
-
-        summary = fit_bytes(
-            summary, SUMMARY_LIMIT_BYTES - 1024, note=f"*(cut; the full receipt is `{shown}`)*"
-        )
-    _append(inputs.summary_file, summary + "\n")
-    for refusal in approver.refusals:
-        print(f"::warning title=proofgate approval::{escape_data(refusal)}")
-    for reason in run.reasons:
-        print(
-            f"::error title={escape_property('proofgate ' + reason.code.value)}::"
-            f"{escape_data(reason.message)}"
-        )
+    report_to_job(
+        inputs.summary_file,
+        opening + run.markdown,
+        unsigned=None if run.signed else UNSIGNED_WARNING,
+        warnings=approver.refusals,
+        errors=[(r.code.value, r.message) for r in run.reasons],
+        cut_note=f"*(cut; the full receipt is `{shown}`)*",
+    )
     print(f"proofgate: {run.verdict.value} (receipt {shown}, sha256 {digest})", file=sys.stderr)
     if run.verdict is Verdict.PROVEN or not inputs.fail_on_unproven:
         return 0

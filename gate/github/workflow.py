@@ -3,7 +3,7 @@ the check run's annotations."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from gate.github.interface import Annotation
 
@@ -13,6 +13,7 @@ __all__ = [
     "append_file",
     "escape_data",
     "escape_property",
+    "report_to_job",
     "set_outputs",
 ]
 
@@ -66,3 +67,29 @@ def annotations_from(predicate: Mapping[str, object]) -> tuple[Annotation, ...]:
             )
         )
     return tuple(out)
+
+
+def report_to_job(
+    summary_file: str,
+    summary: str,
+    *,
+    unsigned: str | None,
+    warnings: Sequence[str],
+    errors: Sequence[tuple[str, str]],
+    cut_note: str,
+) -> None:
+    """The job's side of a proof: the step summary (an unsigned receipt's warning first,
+    cut to GitHub's limit with `cut_note`) and `::warning`/`::error` lines in the log
+    (`errors` as (reason code, message))."""
+    from gate.github.checks import fit_bytes
+
+    if unsigned is not None:
+        print(f"::warning title=proofgate unsigned receipt::{escape_data(unsigned)}")
+        summary = f"> **Warning:** {unsigned}\n\n" + summary
+    if len(summary.encode()) > SUMMARY_LIMIT_BYTES:
+        summary = fit_bytes(summary, SUMMARY_LIMIT_BYTES - 1024, note=cut_note)
+    append_file(summary_file, summary + "\n")
+    for warning in warnings:
+        print(f"::warning title=proofgate approval::{escape_data(warning)}")
+    for code, message in errors:
+        print(f"::error title={escape_property('proofgate ' + code)}::{escape_data(message)}")
