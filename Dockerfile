@@ -4,7 +4,7 @@
 #
 # Where no registry is reachable, build on a locally made Debian base and a wheelhouse
 # (scripts/build-action-image does both):
-#   docker build --build-arg BASE_IMAGE=proofgate/action-base:latest \
+#   docker build --build-arg BASE_IMAGE=proofgate/cleanroom:latest \
 #                --build-arg WHEELHOUSE=1 -t proofgate/action .
 #
 # The default base is Debian 12 (Python 3.11, as the lock file's wheels), pinned by digest.

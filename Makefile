@@ -15,7 +15,7 @@ CLEANROOM_IMAGE := proofgate/cleanroom:latest
 PYTEST_ARGS ?=
 PYTEST_DURATIONS ?= 20
 
-.PHONY: help dev docker image lint lint-workflows reformat test pytest demo sbom assets \
+.PHONY: help dev docker registry image lint lint-workflows reformat test pytest demo sbom assets \
 	package clean
 
 help:
@@ -38,6 +38,10 @@ $(STAMP): $(LOCK) pyproject.toml scripts/bootstrap-venv
 
 docker:
 	@scripts/ensure-docker
+
+# the registry program the Action's image-pull test serves on loopback (installs if missing)
+registry:
+	@scripts/ensure-registry
 
 # Builds only when the content key (script + package list) changes; otherwise quiet.
 image: docker
@@ -65,7 +69,7 @@ pytest: dev
 	if [ $$rc -eq 5 ]; then echo "make: pytest collected no tests; failing" >&2; exit 1; fi; \
 	exit $$rc
 
-test: dev docker image lint
+test: dev docker registry image lint
 	@$(MAKE) --no-print-directory pytest
 
 # --- products ----------------------------------------------------------------------

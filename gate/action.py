@@ -1,68 +1,78 @@
 """The GitHub Action: `python -m gate.action` (SPEC §6).
 
 A thin shim. It reads its inputs from the plain `PROOFGATE_*` names that `action.yml`'s
-`runs.env` sets, works out base and head from the event, fetches the pull request's objects
-into a private bare repository (never into the workspace, never checked out), calls
-`prove()`, and reports: `$GITHUB_OUTPUT`, the job summary, `::error::` lines and the check
-run on the head SHA.
+`runs.env` sets, works out base and head from the event (gate.github.events), fetches the
+pull request's objects into a private bare repository (gate.git.fetch), calls `prove()`
+with the reviews as approver (gate.github.approvals), and reports: `$GITHUB_OUTPUT`, the
+job summary, `::error::` lines (gate.github.workflow) and the check run on the head SHA
+(gate.github.checks).
 
-Facts of GitHub this relies on:
-- `pull_request`: GITHUB_SHA is a test merge commit; the check goes on the PR's head SHA,
-  and base is the base branch's *current* tip (`pull_request.base.sha` goes stale).
-- Forks under `pull_request` get a read-only token; `pull_request_target` is the supported
-  trigger for them. Untrusted code only ever runs in the clean room, so that is safe.
-- `check_run.pull_requests` is empty for forks: the PR number travels in `external_id`.
-- Container actions get the Docker socket, must not set USER, and run in /github/workspace.
+Container actions get the Docker socket, must not set USER, and run in /github/workspace.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import logging
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gate import render
 from gate.errors import GateError, UsageError
-from gate.git.store import git_env
+from gate.git.fetch import fetch_private
+from gate.github.approvals import ReviewApprover, how_to_approve
 from gate.github.checks import (
-    CHECK_NAME,
     OUTPUT_LIMIT_BYTES,
     GitHubChecks,
     embed_envelope,
 )
+from gate.github.events import (
+    APPROVE_ACTION,
+    HEX40,
+    check_name,
+    resolve_target,
+)
 from gate.github.interface import (
-    Annotation,
     CheckAction,
     ChecksAPI,
     GitHubError,
-    PullInfo,
 )
-from gate.model import Approval, Sha256, Trigger, TriggerKind, Verdict
+from gate.github.notes import image_note, trigger_note
+from gate.github.workflow import (
+    annotations_from,
+    append_file,
+    escape_data,
+    report_to_job,
+    set_outputs,
+)
+from gate.model import Verdict
 from gate.receipt.predicate import Builder
 from gate.receipt.verify import branch_ref
-from gate.timefmt import rfc3339
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     from gate.prove import ProofRun
 
+__all__ = ["ActionInputs", "main", "run_prove", "run_verify"]
+
 log = logging.getLogger("gate")
 
-APPROVE_ACTION = "approve"
-WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})  # GitHub reports maintain as write
-SUMMARY_LIMIT_BYTES = 1024 * 1024  # GitHub's limit for one step's summary
-_HEX40 = re.compile(r"[0-9a-f]{40}")
+_HEX40 = HEX40
+UNSIGNED_WARNING = (
+    "This receipt is not signed: no `signing-key` was given to the action, so it vouches "
+    "for nothing outside this page and `proofgate verify` refuses it. Pass "
+    "`signing-key: ${{ secrets.PROOFGATE_SIGNING_KEY }}` to sign it."
+)
+_append = append_file
 
 
 # --- inputs ---------------------------------------------------------------------------
@@ -160,385 +170,11 @@ class ActionInputs:
         return f"{self.server_url.rstrip('/')}/{self.repository}/actions/runs/{self.run_id}"
 
 
-# --- what to prove --------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ClickedApproval:
-    """Someone pressed the check run's "Approve" button (check_run requested_action)."""
-
-    login: str
-    head_sha: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Target:
-    """Base and head to prove, how to fetch them, and where the check run goes."""
-
-    head_sha: str
-    head_ref: str  # remote ref to fetch for the head objects
-    base_ref: str | None  # remote ref whose current tip is the base (None: base_sha given)
-    base_sha: str | None  # merge_group: the queue's base_sha
-    pr: int | None
-    external_id: str
-    clicked: ClickedApproval | None = None
-    author: str | None = None  # the pull request's author, who cannot approve it
-    base_branch: str | None = None  # the branch the change would land on (None: unknown)
-
-
-def _obj(value: object, what: str) -> Mapping[str, object]:
-    if not isinstance(value, dict):
-        raise UsageError(f"the event payload has no {what}")
-    return value
-
-
-def _str(value: object, what: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise UsageError(f"the event payload has no {what}")
-    return value
-
-
-def _int(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise UsageError(f"the event payload has no {what}")
-    return value
-
-
-def check_name(base_branch: str | None, default_branch: str) -> str:
-    """The check run's name: `proofgate` for changes that land on the default branch, and
-    `proofgate (base: X)` otherwise.
-
-    Branch protection matches required checks by name on the head SHA. Were every run
-    named alike, a PROVEN for the same head against a laxer branch (another pull request,
-    or this one before it was retargeted) could satisfy the required `proofgate` check of
-    a pull request into the default branch."""
-    if base_branch is None or base_branch == default_branch:
-        return CHECK_NAME
-    return f"{CHECK_NAME} (base: {base_branch})"
-
-
-def pr_external_id(number: int) -> str:
-    return f"proofgate;pr={number}"
-
-
-def pr_from_external_id(external_id: str) -> int | None:
-    m = re.fullmatch(r"proofgate;pr=(\d+)", external_id)
-    return int(m.group(1)) if m else None
-
-
-def _pr_target(pull: PullInfo, clicked: ClickedApproval | None = None) -> Target:
-    return Target(
-        head_sha=pull.head_sha,
-        head_ref=f"refs/pull/{pull.number}/head",
-        base_ref=f"refs/heads/{pull.base_ref}",
-        base_sha=None,
-        pr=pull.number,
-        external_id=pr_external_id(pull.number),
-        clicked=clicked,
-        author=pull.author or None,
-        base_branch=pull.base_ref,
-    )
-
-
-def trigger_of(event_name: str, target: Target) -> Trigger:
-    """What the receipt vouches for (SPEC §4 `trigger`): a pull request, a merge queue's
-    group, or a re-proof of one commit (workflow_dispatch with a SHA)."""
-    if event_name == "merge_group":
-        kind = TriggerKind.MERGE_GROUP
-    elif target.pr is not None:
-        kind = TriggerKind.PULL_REQUEST
-    else:
-        kind = TriggerKind.COMMIT
-    base_ref = f"refs/heads/{target.base_branch}" if target.base_branch else None
-    return Trigger(kind=kind, base_ref=base_ref, pull_request=target.pr)
-
-
-def resolve_target(
-    inputs: ActionInputs, event: Mapping[str, object], api: ChecksAPI
-) -> Target | None:
-    """Base/head for this event (SPEC §1, §6); None when the event asks for nothing.
-
-    Raises:
-        UsageError: an unsupported event or a payload without what it needs.
-        GitHubError: the API cannot be read.
-    """
-    name = inputs.event_name
-    if name in ("pull_request", "pull_request_target"):
-        changes = event.get("changes")
-        if event.get("action") == "edited" and not (
-            isinstance(changes, dict) and "base" in changes
-        ):
-            return None  # a title or body edit; only a retargeted base needs a new proof
-        pr = _obj(event.get("pull_request"), "pull_request")
-        head = _obj(pr.get("head"), "pull_request.head")
-        base = _obj(pr.get("base"), "pull_request.base")
-        number = _int(pr.get("number"), "pull_request.number")
-        return Target(
-            head_sha=_str(head.get("sha"), "pull_request.head.sha"),
-            head_ref=f"refs/pull/{number}/head",
-            # the base branch's tip now, not base.sha: that goes stale as the branch moves
-            base_ref=f"refs/heads/{_str(base.get('ref'), 'pull_request.base.ref')}",
-            base_sha=None,
-            pr=number,
-            external_id=pr_external_id(number),
-            base_branch=_str(base.get("ref"), "pull_request.base.ref"),
-        )
-    if name == "merge_group":
-        group = _obj(event.get("merge_group"), "merge_group")
-        return Target(
-            head_sha=_str(group.get("head_sha"), "merge_group.head_sha"),
-            head_ref=_str(group.get("head_ref"), "merge_group.head_ref"),
-            base_ref=None,
-            base_sha=_str(group.get("base_sha"), "merge_group.base_sha"),
-            pr=None,
-            external_id="proofgate;merge-group",
-            base_branch=str(group.get("base_ref") or "").removeprefix("refs/heads/") or None,
-        )
-    if name == "workflow_dispatch":
-        wanted = inputs.pull_request
-        if wanted.isdigit():
-            return _pr_target(api.get_pull(int(wanted)))
-        if _HEX40.fullmatch(wanted.lower()):
-            default = api.default_branch()
-            return Target(
-                head_sha=wanted.lower(),
-                head_ref="refs/heads/*",
-                base_ref=f"refs/heads/{default}",
-                base_sha=None,
-                pr=None,
-                external_id="proofgate;commit",
-                base_branch=default,
-            )
-        raise UsageError(
-            "workflow_dispatch needs the `pull-request` input: a pull request number or a "
-            f"40-hex commit SHA (got {wanted!r})"
-        )
-    if name == "pull_request_review":
-        review = _obj(event.get("review"), "review")
-        if str(review.get("state", "")).lower() != "approved":
-            return None  # only an approval can change a verdict
-        number = _int(_obj(event.get("pull_request"), "pull_request").get("number"), "PR number")
-        return _pr_target(api.get_pull(number))  # the head now: a new push voids old reviews
-    if name == "check_run":
-        if event.get("action") != "requested_action":
-            return None
-        requested = _obj(event.get("requested_action"), "requested_action")
-        if requested.get("identifier") != APPROVE_ACTION:
-            return None
-        run = _obj(event.get("check_run"), "check_run")
-        # never check_run.pull_requests: it is empty for forks
-        found = pr_from_external_id(str(run.get("external_id") or ""))
-        if found is None:
-            raise UsageError("the check run's external_id names no pull request")
-        clicked = ClickedApproval(
-            login=_str(_obj(event.get("sender"), "sender").get("login"), "sender.login"),
-            head_sha=_str(run.get("head_sha"), "check_run.head_sha"),
-        )
-        return _pr_target(api.get_pull(found), clicked)
-    raise UsageError(
-        f"unsupported event {name!r}: use pull_request, pull_request_target, merge_group, "
-        "workflow_dispatch, pull_request_review or check_run"
-    )
-
-
-# --- approvals (SPEC §6) ----------------------------------------------------------------
-
-
-class ReviewApprover:
-    """Approvals of a HOLD (SPEC §6), as `prove()`'s approver.
-
-    Counts each reviewer's latest review if it is APPROVED on exactly the head SHA by a user
-    with write access, or a click on "Approve" by such a user while the head is unchanged.
-    Approvals that do not count are not errors (a review of an older push is ordinary): the
-    result stays HELD and `refusals` says why, for the check run and the job summary.
-    """
-
-    def __init__(self, api: ChecksAPI, target: Target, clock: Callable[[], float]) -> None:
-        self.api = api
-        self.target = target
-        self.clock = clock
-        self.refusals: list[str] = []
-
-    def __call__(self, patch_sha256: Sha256, policy_fingerprint: Sha256) -> Approval | None:
-        target = self.target
-        if target.pr is None:
-            return None
-        latest: dict[str, tuple[str, str, str | None]] = {}
-        for r in self.api.list_reviews(target.pr):
-            if r.state in ("APPROVED", "CHANGES_REQUESTED", "DISMISSED"):
-                latest[r.login] = (r.state, r.commit_id, r.submitted_at)
-        candidates: list[tuple[str, str, str]] = []
-        for login, (state, commit_id, submitted_at) in sorted(latest.items()):
-            if state != "APPROVED":
-                continue
-            if commit_id != target.head_sha:
-                self.refusals.append(
-                    f"{login} approved {commit_id[:12]}, not the head {target.head_sha[:12]}"
-                )
-                continue
-            candidates.append((login, "review", submitted_at or rfc3339(self.clock())))
-        if target.clicked is not None:
-            if target.clicked.head_sha != target.head_sha:
-                self.refusals.append(
-                    f"{target.clicked.login} pressed Approve on {target.clicked.head_sha[:12]}, "
-                    f"not the head {target.head_sha[:12]}"
-                )
-            else:
-                candidates.append((target.clicked.login, "requested-action", rfc3339(self.clock())))
-        for login, method, when in candidates:
-            if target.author is not None and login.lower() == target.author.lower():
-                # A HOLD asks for a second person; GitHub refuses self-reviews, and the
-                # Approve button must not be a way around that.
-                self.refusals.append(f"{login} wrote this pull request and cannot approve it")
-                continue
-            permission = self.api.collaborator_permission(login)
-            if permission not in WRITE_PERMISSIONS:
-                self.refusals.append(f"{login} has {permission} permission; approving needs write")
-                continue
-            return Approval(
-                approver=login,
-                method=method,
-                approved_at=when,
-                patch_sha256=patch_sha256,
-                policy_fingerprint=policy_fingerprint,
-            )
-        return None
-
-    def note(self) -> str:
-        """Markdown for the check run and summary; empty when nothing was refused."""
-        if not self.refusals:
-            return ""
-        lines = "\n".join(f"- {r}" for r in self.refusals)
-        return f"**Approval refused** (the result stays HELD):\n\n{lines}\n\n"
-
-
-# --- the private object store ---------------------------------------------------------
-
-
-def _git(args: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> str:
-    try:
-        done = subprocess.run(  # noqa: S603 (fixed argv, no shell)
-            ["git", *args],  # noqa: S607 (git from PATH, as everywhere on a runner)
-            cwd=cwd,
-            env=dict(env),
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=1800,
-        )
-    except FileNotFoundError as e:
-        raise UsageError("git is not installed; the action image must provide it") from e
-    if done.returncode != 0:
-        raise UsageError(f"git {args[0]} failed: {done.stderr.strip()[-2000:]}")
-    return done.stdout.strip()
-
-
-def fetch_private(inputs: ActionInputs, target: Target, dest: Path) -> tuple[str, str]:
-    """Fetch base and head into a new bare repository at `dest` (never the workspace).
-
-    Returns (base commit, head commit), both present in `dest`.
-
-    Raises:
-        UsageError: the fetch failed or the head moved away from the event's SHA.
-    """
-    origin = inputs.origin_url or f"{inputs.server_url.rstrip('/')}/{inputs.repository}.git"
-    env = git_env(
-        dest, GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="safe.directory", GIT_CONFIG_VALUE_0="*"
-    )
-    if inputs.token and origin.startswith(("https://", "http://")):
-        # the token goes in an env-carried header, never on a command line or in a URL
-        basic = base64.b64encode(f"x-access-token:{inputs.token}".encode()).decode()
-        env.update(
-            GIT_CONFIG_COUNT="2",
-            GIT_CONFIG_KEY_1="http.extraheader",
-            GIT_CONFIG_VALUE_1=f"AUTHORIZATION: basic {basic}",
-        )
-    _git(["init", "--bare", "-q", str(dest)], cwd=dest.parent, env=env)
-    refspecs = []
-    if target.head_ref.endswith("/*"):
-        refspecs.append(f"+{target.head_ref}:refs/proofgate/heads/*")
-    else:
-        refspecs.append(f"+{target.head_ref}:refs/proofgate/head")
-    if target.base_ref is not None:
-        refspecs.append(f"+{target.base_ref}:refs/proofgate/base")
-    _git(["fetch", "--no-tags", "--quiet", origin, *refspecs], cwd=dest, env=env)
-    for sha, what in ((target.head_sha, "head"), (target.base_sha, "base")):
-        if sha is None:
-            continue
-        check = subprocess.run(  # noqa: S603
-            ["git", "cat-file", "-e", f"{sha}^{{commit}}"],  # noqa: S607
-            cwd=dest,
-            env=env,
-            capture_output=True,
-            check=False,
-        )
-        if check.returncode != 0:
-            raise UsageError(
-                f"the {what} commit {sha} is not in {target.head_ref}: it moved since the "
-                "event; the newer push triggers its own run"
-            )
-    base = target.base_sha or _git(["rev-parse", "refs/proofgate/base^{commit}"], cwd=dest, env=env)
-    return base, target.head_sha
-
-
 # --- reporting --------------------------------------------------------------------------
 
 
-def escape_data(value: str) -> str:
-    """Workflow-command data escaping (% CR LF)."""
-    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def escape_property(value: str) -> str:
-    return escape_data(value).replace(":", "%3A").replace(",", "%2C")
-
-
-def _append(path: str, text: str) -> None:
-    if path:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(text)
-
-
 def _set_outputs(inputs: ActionInputs, values: Mapping[str, str]) -> None:
-    lines = []
-    for key, value in values.items():
-        if "\n" in value:
-            raise ValueError(f"output {key} must be one line")
-        lines.append(f"{key}={value}\n")
-    _append(inputs.output_file, "".join(lines))
-
-
-def _title(verdict: Verdict, reasons: Sequence[object]) -> str:
-    if verdict is Verdict.PROVEN or not reasons:
-        return verdict.value
-    first = getattr(reasons[0], "message", str(reasons[0]))
-    line = " ".join(str(first).split())
-    title = f"{verdict.value}: {line}"
-    return title if len(title) <= 200 else title[:199] + "…"
-
-
-def annotations_from(predicate: Mapping[str, object]) -> tuple[Annotation, ...]:
-    """Check-run annotations for the policy findings that name a path."""
-    policy = predicate.get("policy")
-    findings = policy.get("findings") if isinstance(policy, dict) else None
-    out: list[Annotation] = []
-    levels = {"DENY": "failure", "HOLD": "warning", "ALLOW": "notice"}
-    for f in findings if isinstance(findings, list) else []:
-        if not isinstance(f, dict) or not isinstance(f.get("path"), str):
-            continue
-        raw_line = f.get("line")
-        line = raw_line if isinstance(raw_line, int) else 1
-        out.append(
-            Annotation(
-                path=f["path"],
-                start_line=max(1, line),
-                end_line=max(1, line),
-                level=levels.get(str(f.get("decision")), "warning"),
-                message=str(f.get("message") or f.get("rule")),
-                title=f"proofgate {f.get('rule')}",
-            )
-        )
-    return tuple(out)
+    set_outputs(inputs.output_file, values)
 
 
 def _out_dir(inputs: ActionInputs) -> Path:
@@ -601,20 +237,30 @@ def run_prove(
     try:
         with tempfile.TemporaryDirectory(prefix="proofgate-objects-") as tmp:
             private = Path(tmp) / "repo.git"
-            base, head = fetch_private(inputs, target, private)
+            base, head = fetch_private(
+                inputs.origin_url or f"{inputs.server_url.rstrip('/')}/{inputs.repository}.git",
+                private,
+                token=inputs.token,
+                head_ref=target.head_ref,
+                head_sha=target.head_sha,
+                base_ref=target.base_ref,
+                base_sha=target.base_sha,
+            )
             request = ProveRequest(
                 base=base,
                 head=head,
                 config_path=inputs.config_path,
                 signing_key_pem=inputs.signing_key,
-                trigger=trigger_of(inputs.event_name, target),
+                trigger=target.trigger,
                 builder=inputs.builder,
             )
             with GitRepository(private, name=inputs.repository) as evidence:
                 run = prove(
                     request,
                     evidence=evidence,
-                    sandbox=lambda: DockerSandbox(),
+                    # a hosted runner starts empty: pull the base config's image when
+                    # absent (by digest when pinned); the receipt records the digest used
+                    sandbox=lambda: DockerSandbox(allow_pull=True),
                     approver=approver,
                     clock=clock,
                 )
@@ -638,10 +284,16 @@ def run_prove(
     text = (
         embed_envelope(run.envelope, limit=OUTPUT_LIMIT_BYTES, elsewhere=where)
         if run.signed
-        else "This receipt is not signed: no `signing-key` was given to the action.\n"
+        else UNSIGNED_WARNING + "\n"
+    )
+    button = inputs.offer_approve and target.pr is not None
+    opening = (
+        trigger_note(target)
+        + how_to_approve(run.predicate, target, repository=api.repository, button=button)
+        + image_note(run.predicate)
     )
     actions: tuple[CheckAction, ...] = ()
-    if run.verdict is Verdict.HELD and inputs.offer_approve and target.pr is not None:
+    if run.verdict is Verdict.HELD and button:
         actions = (
             CheckAction(
                 label="Approve", description="Approve this exact patch", identifier=APPROVE_ACTION
@@ -650,29 +302,28 @@ def run_prove(
     api.complete_check(
         run_id,
         verdict=run.verdict,
-        title=_title(run.verdict, run.reasons),
-        summary=approver.note() + run.markdown,
+        title=render.title(run.predicate),
+        summary=opening
+        + render.to_markdown(
+            run.predicate,
+            max_bytes=OUTPUT_LIMIT_BYTES - len(opening.encode()) - 64,
+            signed=run.signed,
+            truncation_note=f"\n\n---\n**Cut to fit GitHub's 65,535-byte limit.** {where}\n",
+        ),
         text=text,
         annotations=annotations_from(run.predicate),
         actions=actions,
         details_url=inputs.run_url,
     )
     _set_outputs(inputs, {"verdict": run.verdict.value, "receipt": shown, "receipt-sha256": digest})
-    summary = approver.note() + run.markdown
-    if len(summary.encode()) > SUMMARY_LIMIT_BYTES:
-        from gate.github.checks import fit_bytes
-
-        summary = fit_bytes(
-            summary, SUMMARY_LIMIT_BYTES - 1024, note=f"*(cut; the full receipt is `{shown}`)*"
-        )
-    _append(inputs.summary_file, summary + "\n")
-    for refusal in approver.refusals:
-        print(f"::warning title=proofgate approval::{escape_data(refusal)}")
-    for reason in run.reasons:
-        print(
-            f"::error title={escape_property('proofgate ' + reason.code.value)}::"
-            f"{escape_data(reason.message)}"
-        )
+    report_to_job(
+        inputs.summary_file,
+        opening + run.markdown,
+        unsigned=None if run.signed else UNSIGNED_WARNING,
+        warnings=approver.refusals,
+        errors=[(r.code.value, r.message) for r in run.reasons],
+        cut_note=f"*(cut; the full receipt is `{shown}`)*",
+    )
     print(f"proofgate: {run.verdict.value} (receipt {shown}, sha256 {digest})", file=sys.stderr)
     if run.verdict is Verdict.PROVEN or not inputs.fail_on_unproven:
         return 0

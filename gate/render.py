@@ -10,7 +10,6 @@ attacker may have written (log tails, paths, messages, command lines), so:
   (an HTML entity there would be shown literally, not decoded);
 - control characters (ANSI colour codes, carriage returns, NUL) are shown as visible
   escapes and never reach the reader's terminal or the page;
-- Mermaid labels are reduced to a safe alphabet.
 """
 
 from __future__ import annotations
@@ -49,7 +48,6 @@ _HEADLINES: Final = {
 }
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
-_MERMAID_UNSAFE = re.compile(r"[^A-Za-z0-9 ._/-]")
 
 
 # --- total accessors ---------------------------------------------------------------------
@@ -241,13 +239,13 @@ def _policy(p: Mapping[str, object]) -> str:
     if findings:
         rows = [
             [
-                _text(_get(f, "decision")),
-                _code(_get(f, "rule")),
-                _code(_get(f, "path"), "-"),
-                _text(_get(f, "line"), "-"),
-                _text(_get(f, "message"), ""),
+                _text(_get(group[0], "decision")),
+                _code(_get(group[0], "rule")),
+                _grouped_paths(group),
+                _text(_get(group[0], "line"), "-") if len(group) == 1 else "-",
+                _text(_get(group[0], "message"), ""),
             ]
-            for f in findings
+            for group in _group_findings(findings)
         ]
         lines.append(_table(["Decision", "Rule", "Path", "Line", "Message"], rows))
     else:
@@ -311,43 +309,40 @@ def _checks(p: Mapping[str, object]) -> str:
     return "\n".join(lines)
 
 
-def _mermaid_label(obj: object) -> str:
-    return _MERMAID_UNSAFE.sub("_", _plain(obj))[:60] or "unnamed"
-
-
 def _timeline(p: Mapping[str, object]) -> str:
-    sections: list[str] = []
+    """Per check, one line: each phase's span in seconds since the check's container
+    started, and the check's total. Text, so it reads the same in a terminal and a page."""
+    lines: list[str] = []
     for c in _list(_get(p, "checks")):
-        tasks: list[str] = []
+        spans: list[str] = []
+        total = 0.0
         for ph in _list(_get(c, "phases")):
-            spans = [
+            got = [
                 (start, start + max(dur, 0.0))
                 for cmd in _list(_get(ph, "commands"))
                 if (start := _num(_get(cmd, "started_offset_s"))) is not None
                 and (dur := _num(_get(cmd, "duration_s"))) is not None
             ]
-            if not spans:
+            if not got:
                 continue
-            begin = int(min(s for s, _ in spans) * 1000)
-            end = max(int(max(e for _, e in spans) * 1000), begin + 1)
-            tasks.append(f"    {_mermaid_label(_get(ph, 'phase'))} : {begin}, {end}")
-        if tasks:
-            sections.append(f"    section {_mermaid_label(_get(c, 'name'))}\n" + "\n".join(tasks))
-    if not sections:
+            begin, end = min(b for b, _ in got), max(e for _, e in got)
+            total = max(total, end)
+            spans.append(f"{_text(_get(ph, 'phase'))} {begin:.1f}–{end:.1f} s")
+        if spans:
+            lines.append(f"- {_code(_get(c, 'name'))}: " + " → ".join(spans) + f" ({total:.1f} s)")
+    if not lines:
         return ""
-    body = (
-        "gantt\n    title Phases (seconds since each check's container started)\n"
-        "    dateFormat x\n    axisFormat %M:%S\n" + "\n".join(sections) + "\n"
+    return (
+        "## Timeline\n\nSeconds since each check's container started.\n\n" + "\n".join(lines) + "\n"
     )
-    return "## Timeline\n\n" + _fence(body, "mermaid")
 
 
-def _log_blocks(p: Mapping[str, object]) -> list[tuple[str, str]]:
+def _log_blocks(p: Mapping[str, object], *, failing_only: bool = False) -> list[tuple[str, str]]:
     """(header, tail) per command with a log tail; the header ends inside <details>."""
     out: list[tuple[str, str]] = []
     for c, ph, cmd in _commands(p):
         tail = _get(cmd, "log_tail")
-        if not isinstance(tail, str) or not tail:
+        if not isinstance(tail, str) or not tail or (failing_only and not _failed(cmd)):
             continue
         exit_code = _get(cmd, "exit_code")
         title = (
@@ -361,6 +356,118 @@ def _log_blocks(p: Mapping[str, object]) -> list[tuple[str, str]]:
 
 def _log_block(header: str, tail: str) -> str:
     return header + _fence(tail) + "\n</details>\n"
+
+
+def _group_findings(findings: list[object]) -> list[list[object]]:
+    """Findings with the same decision, rule and message, in first-seen order."""
+    groups: dict[tuple[str, str, str], list[object]] = {}
+    for f in findings:
+        key = (_plain(_get(f, "decision")), _plain(_get(f, "rule")), _plain(_get(f, "message")))
+        groups.setdefault(key, []).append(f)
+    return list(groups.values())
+
+
+def _grouped_paths(group: list[object], shown: int = 10) -> str:
+    paths = [_code(_get(f, "path"), "-") for f in group[:shown]]
+    more = f" (+{len(group) - shown} more)" if len(group) > shown else ""
+    return ", ".join(paths) + more
+
+
+def _junit_line(c: object) -> str:
+    """`12 tests: 11 passed, 1 failed, 0 skipped` from the check's JUnit counts ("" if none)."""
+    tests, failures = _num(_get(c, "junit", "tests")), _num(_get(c, "junit", "failures"))
+    errors, skipped = _num(_get(c, "junit", "errors")), _num(_get(c, "junit", "skipped"))
+    if tests is None or failures is None or errors is None or skipped is None:
+        return ""
+    passed = tests - failures - errors - skipped
+    parts = [f"{passed:.0f} passed"]
+    parts += [f"{failures:.0f} failed"] if failures else []
+    parts += [f"{errors:.0f} errored"] if errors else []
+    parts += [f"{skipped:.0f} skipped"] if skipped else []
+    return f"{tests:.0f} test{'s' if tests != 1 else ''}: " + ", ".join(parts)
+
+
+def _failed_checks(p: Mapping[str, object]) -> dict[str, str]:
+    """Check name -> the first reason's message, for every check a reason names."""
+    out: dict[str, str] = {}
+    for r in _list(_get(p, "reasons")):
+        check = _get(r, "check")
+        if isinstance(check, str) and check not in out:
+            out[check] = _plain(_get(r, "message"))
+    return out
+
+
+def _glance(p: Mapping[str, object]) -> str:
+    """One line per check, near the top: passed or failed, its tests, its time."""
+    checks = _list(_get(p, "checks"))
+    if not checks:
+        return ""
+    failed = _failed_checks(p)
+    lines = ["## Checks at a glance", ""]
+    for c in checks:
+        name = _plain(_get(c, "name"))
+        took = sum(
+            _num(_get(cmd, "duration_s")) or 0.0
+            for ph in _list(_get(c, "phases"))
+            for cmd in _list(_get(ph, "commands"))
+        )
+        state = "**failed**" if name in failed else "passed"
+        if _get(c, "started") is False:
+            state = "**did not start**"
+        tests = _junit_line(c)
+        lines.append(
+            f"- {_code(name)}: {state}"
+            + (f" · {_text(tests)}" if tests else "")
+            + f" · {took:.1f} s"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def title(predicate: Mapping[str, object], *, limit: int = 200) -> str:
+    """One line for a check run's title: the verdict and the reason that sets it.
+
+    Reasons are listed policy first, but the title names the reason of the verdict itself
+    (a FAILED names the failing check and its tests, not a policy HOLD beside it)."""
+    from gate.model import ReasonCode
+    from gate.verdict import verdict_for
+
+    p: Mapping[str, object] = predicate if isinstance(predicate, Mapping) else {}
+    verdict = _plain(_get(p, "verdict")) or "unknown"
+    reasons = _list(_get(p, "reasons"))
+    checks = {_plain(_get(c, "name")): c for c in _list(_get(p, "checks"))}
+    if verdict == "PROVEN" or not reasons:
+        counts = [t for c in checks.values() if (t := _junit_line(c))]
+        n = len(checks)
+        line = f"{n} check{'s' if n != 1 else ''} passed" if n else ""
+        line += f" ({'; '.join(counts)})" if counts and n == 1 else ""
+        return _cut_title(f"{verdict}: {line}" if line and verdict == "PROVEN" else verdict, limit)
+
+    def sets_verdict(r: object) -> bool:
+        try:
+            return verdict_for(ReasonCode(_plain(_get(r, "code")))).value == verdict
+        except ValueError:
+            return False
+
+    first = next((r for r in reasons if sets_verdict(r)), reasons[0])
+    line = _plain(_get(first, "message"))
+    check = _get(first, "check")
+    if isinstance(check, str):
+        tests = _junit_line(checks.get(check))
+        line = f"check {check}: {line}" + (f" ({tests})" if tests else "")
+    others = len(reasons) - 1
+    if others:
+        line += f" (+{others} more reason{'s' if others != 1 else ''})"
+    return _cut_title(f"{verdict}: {' '.join(line.split())}", limit)
+
+
+def inline_code(obj: object) -> str:
+    """A code span for text a pull request may have written (paths, names): escaped, one
+    line, unclosable by its content."""
+    return _code(obj)
+
+
+def _cut_title(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _footer(p: Mapping[str, object]) -> str:
@@ -413,6 +520,7 @@ def to_markdown(
     sections: list[Callable[[Mapping[str, object]], str]] = [
         _headline,
         _reasons,
+        _glance,
         _proven,
         _coverage,
         _policy,
@@ -440,10 +548,25 @@ def to_markdown(
     if max_bytes is None or _utf8_len(full) <= max_bytes:
         return full
 
+    # Too long: what decides comes first (verdict, reasons, the checks at a glance, the
+    # failing commands' log tails), then the rest while it fits; long tables go first.
+    failing = _log_blocks(p, failing_only=True)
+    ranked: list[str | tuple[str, str]] = [
+        x for x in parts if isinstance(x, str) and x.startswith(_KEEP_WHEN_CUT)
+    ]
+    if failing:
+        ranked.append("## Failing commands' logs\n\nThe last lines of each failing command.\n")
+        ranked += failing
+    ranked += [
+        x
+        for x in parts
+        if not (isinstance(x, str) and x.startswith(_KEEP_WHEN_CUT)) and x not in failing
+    ]
     budget = max_bytes - _utf8_len(truncation_note)
     out: list[str] = []
     used = 0
-    for part, text in zip(parts, rendered, strict=True):
+    for part in ranked:
+        text = part if isinstance(part, str) else _log_block(*part)
         cost = _utf8_len(text) + 1
         if used + cost <= budget:
             out.append(text)
@@ -458,9 +581,20 @@ def to_markdown(
                 block = _log_block(header, kept)
                 if used + _utf8_len(block) + 1 <= budget:
                     out.append(block)
-        break
+                    used += _utf8_len(block) + 1
     result = "\n".join(out) + truncation_note
     return _cut_utf8(result, max_bytes)
+
+
+_KEEP_WHEN_CUT: Final = ("# proofgate", UNSIGNED_BANNER, "## Reasons", "## Checks at a glance")
+
+
+def _failed(cmd: object) -> bool:
+    return (
+        _get(cmd, "exit_code") != 0
+        or _get(cmd, "timed_out") is True
+        or _get(cmd, "oom_killed") is True
+    )
 
 
 def to_json(predicate: Mapping[str, object]) -> str:

@@ -67,7 +67,9 @@ class RetryPolicy:
     backoff: float = 1.0  # seconds before the 2nd attempt, doubled each time
     max_wait: float = 60.0  # cap on any single wait, including a `retry-after`
     timeout: int = 30  # seconds per HTTP request
-    write_interval: float = 1.0  # GitHub: at least a second between writes
+    # No fixed spacing between writes: one run makes a handful, and GitHub says when to
+    # slow down (403/429 with `retry-after`, secondary limits), which `_call` obeys.
+    write_interval: float = 0.0
 
 
 def fit_bytes(text: str, limit: int = OUTPUT_LIMIT_BYTES, *, note: str) -> str:
@@ -113,10 +115,12 @@ class GitHubChecks:
         api_url: str = "https://api.github.com",
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        event_name: str = "",
     ) -> None:
         if "/" not in repository:
             raise GitHubError(f"repository must be OWNER/NAME, got {repository!r}")
         self.repository = repository
+        self.event_name = event_name  # GITHUB_EVENT_NAME: which fix a 403 needs
         self._policy = retry or RetryPolicy()
         self._sleep = sleep
         get_retry = GithubRetry(
@@ -138,6 +142,7 @@ class GitHubChecks:
         )
         self._repo: Repository = self._gh.withLazy(True).get_repo(repository)
         self._runs: dict[int, CheckRun] = {}
+        self._duplicates: dict[int, list[int]] = {}  # check run -> our extra runs of it
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], *, retry: RetryPolicy | None = None) -> GitHubChecks:
@@ -156,7 +161,13 @@ class GitHubChecks:
         if not repository:
             raise GitHubError("GITHUB_REPOSITORY is not set: run inside GitHub Actions")
         api_url = env.get("GITHUB_API_URL") or "https://api.github.com"
-        return cls(repository, token, api_url=api_url, retry=retry)
+        return cls(
+            repository,
+            token,
+            api_url=api_url,
+            retry=retry,
+            event_name=env.get("GITHUB_EVENT_NAME") or "",
+        )
 
     # --- the retry loop --------------------------------------------------------------
 
@@ -212,8 +223,15 @@ class GitHubChecks:
                 f"cannot {what} (HTTP 403: {_message(exc) or 'forbidden'}).\n"
                 "  The workflow token lacks `checks: write`. Add to the job:\n"
                 f"    {_CHECKS_PERMISSIONS}\n"
-                "  On `pull_request` from a fork the token is read-only whatever you grant; "
-                "use `pull_request_target` for forks."
+                + (
+                    "  A review runs with the reviewer's event context: for a fork's pull "
+                    "request the token is read-only whatever you grant. Approve forks "
+                    'through the `workflow_run` re-proof (docs/action.md, "Fork '
+                    "approvals\"), or with the check run's Approve button."
+                    if self.event_name == "pull_request_review"
+                    else "  On `pull_request` from a fork the token is read-only whatever you "
+                    "grant; use `pull_request_target` for forks."
+                )
             )
         if isinstance(exc, GithubException) and exc.status in (401, 403):
             return GitHubError(
@@ -284,7 +302,20 @@ class GitHubChecks:
             # the failed POST may have created the run after all: never create a second
             return self.find_check(head_sha, name=name, external_id=external_id)
 
-        return self._call("create a check run", create, recover=landed, permission_hint=True)
+        ours = self._call("create a check run", create, recover=landed, permission_hint=True)
+        return self._settle_duplicates(head_sha, name=name, external_id=external_id, ours=ours)
+
+    def _settle_duplicates(self, head_sha: str, *, name: str, external_id: str, ours: int) -> int:
+        """After a create, look again: a concurrent run for the same head may have created
+        one too. The oldest is the check run; ours, if newer, becomes a duplicate that
+        `complete_check` completes with the same conclusion and a pointer (a conclusion is
+        never `neutral` or `skipped`, SPEC §3). Returns the id to report on."""
+        twins = [r.id for r in self._list_runs(head_sha, name=name) if r.external_id == external_id]
+        first = min([*twins, ours])
+        if first != ours:
+            log.warning("another run created check run %d for %s; using it", first, head_sha)
+            self._duplicates.setdefault(first, []).append(ours)
+        return first
 
     def _run(self, run_id: int) -> CheckRun:
         run = self._runs.get(run_id)
@@ -363,6 +394,28 @@ class GitHubChecks:
             return True if {a.key for a in last} <= self._annotation_keys(run) else None
 
         self._call("complete the check run", finish, recover=finished)
+        for twin in self._duplicates.pop(run_id, []):
+            self._complete_duplicate(twin, of=run, conclusion=conclusion, title=title)
+
+    def _complete_duplicate(
+        self, run_id: int, *, of: CheckRun, conclusion: str, title: str
+    ) -> None:
+        pointer = (
+            f"A concurrent proofgate run for this commit created this check run too. The "
+            f"result, with its evidence and receipt, is on check run {of.id}"
+            + (f" ({of.html_url})" if of.html_url else "")
+            + "; this one carries the same conclusion so neither reads as missing."
+        )
+        duplicate = self._run(run_id)
+        self._call(
+            "complete a duplicate check run",
+            lambda: duplicate.edit(
+                status="completed",
+                conclusion=conclusion,
+                completed_at=datetime.now(UTC),
+                output={"title": f"Duplicate — {title}"[:200], "summary": pointer},
+            ),
+        )
 
     def _patch_annotations(
         self, run: CheckRun, output: dict[str, object], batch: list[Annotation]
@@ -438,6 +491,13 @@ class GitHubChecks:
             return str(self._repo.get_commit(sha).commit.tree.sha)
 
         return self._call(f"read commit {sha[:12]}", fetch)
+
+    def check_external_ids(self, sha: str) -> list[str]:
+        return [
+            r.external_id
+            for r in self._list_runs(sha, name=None)
+            if r.head_sha == sha and r.external_id
+        ]
 
     def receipts_for_commit(self, sha: str) -> list[bytes]:
         envelopes: list[bytes] = []

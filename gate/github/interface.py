@@ -167,6 +167,10 @@ class ChecksAPI(Protocol):
         """The tree id of commit `sha`. Raises: GitHubError when it cannot be read."""
         ...
 
+    def check_external_ids(self, sha: str) -> list[str]:
+        """The external ids of the check runs on `sha` (proofgate's name a pull request)."""
+        ...
+
     def receipts_for_commit(self, sha: str) -> list[bytes]:
         """The DSSE envelopes attached to check runs on `sha`, newest first (unverified)."""
         ...

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Final
 
 from gate import __version__
 from gate.model import (
+    CheckResult,
     Config,
     ConfigSource,
     JsonDict,
@@ -43,6 +44,19 @@ SUBJECT_HEAD: Final = "head"
 SUBJECT_TREE: Final = "proven-tree"
 
 _REF = re.compile(r"refs/[^\s]+")
+
+
+def _junit_counts(result: CheckResult) -> JsonDict | None:
+    """The JUnit report's counts, for the page (None: no report, or an unusable one)."""
+    from gate.verdict import parse_junit
+
+    if result.junit_report is None:
+        return None
+    try:
+        c = parse_junit(result.junit_report)
+    except ValueError:
+        return None
+    return {"tests": c.tests, "failures": c.failures, "errors": c.errors, "skipped": c.skipped}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -200,6 +214,9 @@ def build_predicate(
     """SPEC §4: the predicate of one run. Pure."""
     ev = run.evidence
     checks: list[JsonDict] = [r.to_dict() for r in run.results]
+    for shown, result in zip(checks, run.results, strict=True):
+        if (counts := _junit_counts(result)) is not None:
+            shown["junit"] = counts
     predicate: JsonDict = {
         "verdict": outcome.verdict.value,
         "reasons": [r.to_dict() for r in outcome.reasons],

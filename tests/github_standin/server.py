@@ -50,7 +50,9 @@ class Fault:
     kind: "server-error" (502 before processing), "server-error-after" (processed, then
     502: the client cannot know it worked), "secondary-rate-limit" (403 + retry-after),
     "slow" (process the request, then sleep `delay` seconds before answering: the
-    client times out although the call took effect).
+    client times out although the call took effect), "too-many-requests" (429 +
+    retry-after), "together" (the next `times` requests each wait, at most `delay`
+    seconds, until all of them have arrived, then are processed: two clients racing).
     """
 
     operation: str
@@ -58,6 +60,11 @@ class Fault:
     times: int = 1
     delay: float = 0.0
     retry_after: int = 1
+    barrier: threading.Barrier | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind == "together":
+            self.barrier = threading.Barrier(self.times, timeout=self.delay or 30.0)
 
 
 @dataclass(frozen=True)
@@ -458,6 +465,10 @@ class GitHubStandIn:
             self._violate(f"{operation}: missing or wrong Authorization header")
             return _error(401, "Bad credentials")
         fault = self._take_fault(operation)
+        if fault is not None and fault.barrier is not None:
+            fault.barrier.wait()  # outside the lock: the others must get here too
+        if fault is not None and fault.kind == "too-many-requests":
+            return _error(429, "Too Many Requests", {"retry-after": str(fault.retry_after)})
         if fault is not None and fault.kind == "server-error":
             return _error(502, "Server Error")
         if fault is not None and fault.kind == "secondary-rate-limit":

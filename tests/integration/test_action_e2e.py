@@ -10,34 +10,42 @@ for fork pull requests. The clean room inside is `proofgate/cleanroom:latest`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
+import socket
 import subprocess
+import time
+import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from gate import receipt
-from gate.action import pr_external_id
-from gate.github.checks import GitHubChecks, RetryPolicy
+from gate.github.checks import RECEIPT_MARKER, GitHubChecks, RetryPolicy
+from gate.github.events import pr_external_id
 from gate.github.receipts import LocalTrees, find_valid_receipt
 from gate.model import Verdict
 from tests.github_standin.fixtures import REPO, TOKEN, running_standin
-from tests.github_standin.server import GitHubStandIn
+from tests.github_standin.server import Fault, GitHubStandIn
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = ROOT / "tests" / "assets" / "keys"
+CHECKOUT = hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
 IMAGE = "proofgate/cleanroom:latest"
 CONFIG = f"""version: 1
 image: {IMAGE}
 defaults: {{timeout: 60, memory: 256m, pids: 64}}
 checks:
   - name: unit
-    test: [["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider"]]
+    test: [["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml=junit.xml"]]
+    junit: junit.xml
 policy:
   protected: ["ops/**"]
 """
@@ -88,13 +96,17 @@ class Origin:
 
 @pytest.fixture(scope="module")
 def origin(tmp_path_factory: pytest.TempPathFactory) -> Origin:
-    root = tmp_path_factory.mktemp("origin")
+    return build_origin(tmp_path_factory.mktemp("origin"), CONFIG)
+
+
+def build_origin(root: Path, config: str) -> Origin:
+    """A bare origin whose main has `config` as .github/proofgate.yml, with PRs 1-4."""
     work = root / "work"
-    work.mkdir()
+    work.mkdir(parents=True)
     git(work, "init", "-q", "-b", "main")
     base = write_commit(
         work,
-        {".github/proofgate.yml": CONFIG, "calc.py": CALC, "test_calc.py": TEST},
+        {".github/proofgate.yml": config, "calc.py": CALC, "test_calc.py": TEST},
         "base",
     )
     pulls: dict[int, str] = {}
@@ -103,6 +115,7 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Origin:
         2: {"calc.py": "def add(a, b):\n    return a - b\n"},  # breaks the test
         3: {"ops/deploy.sh": "echo deploy\n"},  # protected path: HELD
         4: {"README.md": "from a fork\n"},  # a fork's honest change
+        5: {"calc.py": "def add(a, b):\n    return a - b\n", "ops/x.sh": "echo\n"},  # both
     }
     for number, files in changes.items():
         git(work, "checkout", "-q", "-b", f"pr{number}", base)
@@ -131,7 +144,8 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Origin:
 @pytest.fixture(scope="session")
 def action_image() -> str:
     done = subprocess.run(
-        [str(ROOT / "scripts" / "build-action-image"), "proofgate/action:test"],
+        # one tag per checkout: worktrees sharing a daemon must not run each other's image
+        [str(ROOT / "scripts" / "build-action-image"), f"proofgate/action:test-{CHECKOUT}"],
         capture_output=True,
         text=True,
         check=False,
@@ -233,7 +247,12 @@ def run_action(
 
 
 def pr_event(
-    origin: Origin, number: int, *, fork: bool = False, base_ref: str = "main"
+    origin: Origin,
+    number: int,
+    *,
+    fork: bool = False,
+    base_ref: str = "main",
+    author: str = "contributor",
 ) -> dict[str, object]:
     head_repo = "forker/widgets" if fork else REPO
     return {
@@ -241,6 +260,7 @@ def pr_event(
         "number": number,
         "pull_request": {
             "number": number,
+            "user": {"login": author},
             "head": {
                 "sha": origin.pulls[number],
                 "ref": "feature",
@@ -288,6 +308,13 @@ def release_check(
     return envelope is not None, message
 
 
+def reasons_with(result: Result, code: str) -> list[str]:
+    """The messages of the signed receipt's reasons with this code."""
+    reasons = predicate_of(result)["reasons"]
+    assert isinstance(reasons, list)
+    return [r["message"] for r in reasons if r["code"] == code]
+
+
 def api_for(standin: GitHubStandIn) -> GitHubChecks:
     policy = RetryPolicy(attempts=2, backoff=0.01, max_wait=1, timeout=5, write_interval=0)
     return GitHubChecks(REPO, TOKEN, api_url=standin.api_url, retry=policy)
@@ -327,7 +354,9 @@ def test_proven_pr_then_rerun_updates_the_same_check_run(
     ]
 
     (run,) = standin.check_runs()
-    assert (run.head_sha, run.conclusion, run.title) == (origin.pulls[1], "success", "PROVEN")
+    assert (run.head_sha, run.conclusion) == (origin.pulls[1], "success")
+    assert run.title == "PROVEN: 1 check passed (1 test: 1 passed)"
+    assert "## Checks at a glance\n\n- `unit`: passed · 1 test: 1 passed" in (run.summary or "")
     assert run.external_id == pr_external_id(1)
     assert run.details_url == f"{standin.web_url}/{REPO}/actions/runs/4242"
 
@@ -347,12 +376,21 @@ def test_proven_pr_then_rerun_updates_the_same_check_run(
     assert standin.check_runs()[0].conclusion == "success"
 
 
-def test_failing_pr_fails_the_step(
-    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+@pytest.mark.parametrize(
+    ("number", "more"),
+    [(2, ""), (5, " (+1 more reason)")],  # 5 also touches a protected path: a HOLD beside it
+)
+def test_failing_pr_fails_the_step_and_the_title_names_the_failing_check(
+    action_image: str,
+    standin: GitHubStandIn,
+    origin: Origin,
+    tmp_path: Path,
+    number: int,
+    more: str,
 ) -> None:
-    add_pull(standin, origin, 2)
+    add_pull(standin, origin, number)
     result = run_action(
-        action_image, standin, origin, tmp_path, "pull_request", pr_event(origin, 2)
+        action_image, standin, origin, tmp_path, "pull_request", pr_event(origin, number)
     )
     assert result.code == 1
     assert result.outputs["verdict"] == "FAILED"
@@ -360,21 +398,23 @@ def test_failing_pr_fails_the_step(
     (run,) = standin.check_runs()
     assert run.conclusion == "failure"
     assert run.title is not None
-    assert run.title.startswith("FAILED: ")
+    assert run.title.startswith("FAILED: check unit: test: `python3 -m pytest")
+    assert run.title.endswith(f"exited 1 (1 test: 0 passed, 1 failed){more}")
+
+
+def run_fork_pr(
+    image: str, standin: GitHubStandIn, origin: Origin, tmp: Path, number: int
+) -> Result:
+    """Pull request `number` from a fork, proven on `pull_request_target`."""
+    add_pull(standin, origin, number, fork=True)
+    event = pr_event(origin, number, fork=True)
+    return run_action(image, standin, origin, tmp, "pull_request_target", event)
 
 
 def test_fork_pr_on_pull_request_target(
     action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
 ) -> None:
-    add_pull(standin, origin, 4, fork=True)
-    result = run_action(
-        action_image,
-        standin,
-        origin,
-        tmp_path,
-        "pull_request_target",
-        pr_event(origin, 4, fork=True),
-    )
+    result = run_fork_pr(action_image, standin, origin, tmp_path, 4)
     assert result.code == 0, result.stderr
     assert result.outputs["verdict"] == "PROVEN"
     (run,) = standin.check_runs()
@@ -399,6 +439,7 @@ def test_merge_group_proves_the_queue_commit(
     assert predicate["head"]["commit"] == origin.queue_head  # type: ignore[index]
     # the proven tree is exactly the tree of the commit that will land
     assert predicate["proven_tree"] == predicate["head"]["tree"]  # type: ignore[index]
+    assert predicate["trigger"] == {"kind": "merge_group", "base_ref": "refs/heads/main"}
     (run,) = standin.check_runs()
     assert (run.head_sha, run.external_id) == (origin.queue_head, "proofgate;merge-group")
     # the queue commit is what lands: its receipt verifies for a release of that commit
@@ -468,6 +509,28 @@ def review_event(origin: Origin, number: int, *, user: str, commit_id: str) -> d
     return event
 
 
+def run_reviewed(
+    image: str,
+    standin: GitHubStandIn,
+    origin: Origin,
+    tmp: Path,
+    *,
+    user: str,
+    permission: str,
+    event_name: str = "pull_request_review",
+) -> Result:
+    """PR 3 (HELD) with an APPROVED review on its head by `user`, then the Action runs."""
+    add_pull(standin, origin, 3)
+    standin.set_permission(REPO, user, permission)
+    standin.add_review(REPO, 3, user=user, state="APPROVED", commit_id=origin.pulls[3])
+    event = (
+        review_event(origin, 3, user=user, commit_id=origin.pulls[3])
+        if event_name == "pull_request_review"
+        else pr_event(origin, 3)
+    )
+    return run_action(image, standin, origin, tmp, event_name, event)
+
+
 def test_held_pr_approved_by_a_maintainers_review_on_the_head(
     action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
 ) -> None:
@@ -479,6 +542,11 @@ def test_held_pr_approved_by_a_maintainers_review_on_the_head(
     assert held.outputs["verdict"] == "HELD"
     assert standin.check_runs()[0].conclusion == "action_required"
     assert any(a["path"] == "ops/deploy.sh" for a in standin.check_runs()[0].annotations)
+    how = standin.check_runs()[0].summary or ""
+    assert how.startswith("**To approve this HOLD:** A person with write access to ")
+    assert f"**on the head commit `{origin.pulls[3]}`**" in how
+    assert "other than its author (`contributor`)" in how
+    assert "Held by the policy:\n\n- `protected-path`: `ops/deploy.sh`" in how
 
     standin.set_permission(REPO, "maint", "write", "maintain")
     standin.add_review(REPO, 3, user="maint", state="APPROVED", commit_id=origin.pulls[3])
@@ -497,6 +565,8 @@ def test_held_pr_approved_by_a_maintainers_review_on_the_head(
     assert (approval["approver"], approval["method"]) == ("maint", "review")
     (run,) = standin.check_runs()
     assert run.conclusion == "success"
+    assert "Approval refused" not in (run.summary or "")
+    assert "To approve this HOLD" not in (run.summary or "")
 
 
 def test_review_on_an_older_sha_is_not_an_approval(
@@ -523,19 +593,306 @@ def test_review_on_an_older_sha_is_not_an_approval(
 def test_approval_by_a_user_without_write_permission_is_refused(
     action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
 ) -> None:
-    add_pull(standin, origin, 3)
-    standin.set_permission(REPO, "visitor", "read")
-    standin.add_review(REPO, 3, user="visitor", state="APPROVED", commit_id=origin.pulls[3])
-    result = run_action(
-        action_image,
-        standin,
-        origin,
-        tmp_path,
-        "pull_request_review",
-        review_event(origin, 3, user="visitor", commit_id=origin.pulls[3]),
+    result = run_reviewed(
+        action_image, standin, origin, tmp_path, user="visitor", permission="read"
     )
     assert result.code == 1
     assert result.outputs["verdict"] == "HELD"
     (run,) = standin.check_runs()
     assert run.conclusion == "action_required"
     assert "visitor has read permission; approving needs write" in (run.summary or "")
+    # the refusal is evidence in the signed receipt, as for an approval file
+    (refused,) = reasons_with(result, "approval-invalid")
+    assert "visitor has read permission" in refused
+
+
+def test_the_authors_own_approval_is_refused_on_pull_request(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    # the author has write access and an APPROVED review on the head (GitHub refuses
+    # self-reviews, but a review API or an edited payload is not the guard): on a
+    # `pull_request` event, from the payload's user, it must not count
+    result = run_reviewed(
+        action_image,
+        standin,
+        origin,
+        tmp_path,
+        user="contributor",
+        permission="write",
+        event_name="pull_request",
+    )
+    assert result.outputs["verdict"] == "HELD"
+    (refused,) = reasons_with(result, "approval-invalid")
+    assert "contributor wrote this pull request and cannot approve it" in refused
+    (run,) = standin.check_runs()
+    assert run.conclusion == "action_required"
+
+
+# --- the image comes from a registry (issue 17) ----------------------------------------
+
+
+@dataclass
+class Registry:
+    host: str  # 127.0.0.1:PORT (Docker allows plain HTTP to loopback registries)
+    names: list[str]  # image references to drop from the daemon afterwards
+
+
+def drop_names(*names: str) -> None:
+    """Remove image names (not the shared layers) from the daemon; absent ones are fine."""
+    for name in names:
+        subprocess.run(["docker", "rmi", name], check=False, capture_output=True)  # noqa: S603, S607
+
+
+def daemon_has(name: str) -> bool:
+    done = subprocess.run(["docker", "image", "inspect", name], check=False, capture_output=True)  # noqa: S603, S607
+    return done.returncode == 0
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[Registry]:
+    """A registry (Debian's docker-registry, installed by scripts/ensure-registry) on a
+    loopback port, with its own storage, for this test only."""
+    program = shutil.which("docker-registry")
+    if program is None:
+        problem = "docker-registry is not installed (make registry)"
+        if os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}:
+            pytest.fail(f"CI=true and the registry test cannot run: {problem}", pytrace=False)
+        pytest.skip(problem)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = tmp_path / "registry.yml"
+    config.write_text(
+        "version: 0.1\n"
+        f"storage: {{filesystem: {{rootdirectory: {tmp_path / 'registry-data'}}}}}\n"
+        f"http: {{addr: '127.0.0.1:{port}'}}\n"
+    )
+    log = (tmp_path / "registry.log").open("wb")
+    proc = subprocess.Popen([program, "serve", str(config)], stdout=log, stderr=log)  # noqa: S603
+    registry = Registry(f"127.0.0.1:{port}", [])
+    try:
+        for _ in range(200):  # until it answers (bounded), not a fixed sleep
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1):  # noqa: S310
+                    break
+            except OSError:
+                if proc.poll() is not None:
+                    pytest.fail(
+                        f"docker-registry exited: {(tmp_path / 'registry.log').read_text()}"
+                    )
+                time.sleep(0.05)
+        yield registry
+    finally:
+        drop_names(*registry.names)
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def push_cleanroom(registry: Registry, name: str) -> str:
+    """Push the clean-room image as `registry/name`, drop that name from the daemon, and
+    return the pushed repo digest (`registry/repo@sha256:...`)."""
+    subprocess.run(["docker", "tag", IMAGE, f"{registry.host}/{name}"], check=True)  # noqa: S607
+    subprocess.run(  # noqa: S603
+        ["docker", "push", "-q", f"{registry.host}/{name}"],  # noqa: S607
+        check=True,
+        capture_output=True,
+    )
+    digests = json.loads(
+        subprocess.run(  # noqa: S603
+            ["docker", "image", "inspect", "-f", "{{json .RepoDigests}}", IMAGE],  # noqa: S607
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
+    repository = f"{registry.host}/{name.partition(':')[0]}"
+    (digest,) = [d for d in digests if d.startswith(repository + "@")]
+    # only the names go: the layers are shared with the clean-room image other tests use
+    registry.names += [f"{registry.host}/{name}", digest]
+    drop_names(*registry.names)
+    assert not daemon_has(f"{registry.host}/{name}")
+    assert not daemon_has(digest)
+    return str(digest)
+
+
+def prove_with_image(
+    image_name: str, digest: str, action_image: str, standin: GitHubStandIn, tmp: Path
+) -> str:
+    """PR 1 of an origin whose config names `image_name` (absent from the daemon) is
+    PROVEN with the pushed image; returns the check run's summary."""
+    config = CONFIG.replace(f"image: {IMAGE}", f"image: {image_name}")
+    origin = build_origin(tmp / "origin", config)
+    add_pull(standin, origin, 1)
+    result = run_action(
+        action_image, standin, origin, tmp / "run", "pull_request", pr_event(origin, 1)
+    )
+    assert result.code == 0, result.stdout + result.stderr
+    assert result.outputs["verdict"] == "PROVEN"
+    checks = predicate_of(result)["checks"]
+    assert isinstance(checks, list)
+    assert {c["image_digest"] for c in checks} == {digest}  # the receipt names the digest
+    assert daemon_has(image_name)  # the Action pulled it
+    (run,) = standin.check_runs()
+    return run.summary or ""
+
+
+def test_an_image_named_by_tag_is_pulled_and_the_run_says_it_was_not_pinned(
+    action_image: str, standin: GitHubStandIn, registry: Registry, tmp_path: Path
+) -> None:
+    tag = f"proofgate/pulled:{tmp_path.name[-20:].lower()}"
+    digest = push_cleanroom(registry, tag)
+    summary = prove_with_image(f"{registry.host}/{tag}", digest, action_image, standin, tmp_path)
+    assert "**Image not pinned:**" in summary
+    assert f"`image: {digest}`" in summary
+
+
+def test_an_image_pinned_by_digest_is_pulled_by_digest(
+    action_image: str, standin: GitHubStandIn, registry: Registry, tmp_path: Path
+) -> None:
+    digest = push_cleanroom(registry, "proofgate/pinned:v1")
+    summary = prove_with_image(digest, digest, action_image, standin, tmp_path)
+    assert "Image not pinned" not in summary
+
+
+# --- concurrency and GitHub's pacing (issue 17) ----------------------------------------
+
+
+def test_two_concurrent_runs_for_a_new_pr_report_on_one_check_run(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    """Two workflow runs for the same new pull request, their creates in flight together
+    (the stand-in holds both until both arrived): the older check run carries the result,
+    the extra one is completed with the same conclusion and a pointer to it."""
+    add_pull(standin, origin, 1)
+    standin.inject(Fault("checks/create", "together", times=2, delay=120))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = [
+            pool.submit(
+                run_action,
+                action_image,
+                standin,
+                origin,
+                tmp_path / name,
+                "pull_request",
+                pr_event(origin, 1),
+            )
+            for name in ("a", "b")
+        ]
+        results = [r.result() for r in runs]
+    assert [r.code for r in results] == [0, 0], [r.stderr for r in results]
+    assert len(standin.calls("checks/create")) == 2
+    first, extra = sorted(standin.check_runs(), key=lambda r: r.id)
+    assert (first.conclusion, extra.conclusion) == ("success", "success")
+    assert first.title == "PROVEN: 1 check passed (1 test: 1 passed)"
+    assert extra.title == f"Duplicate — {first.title}"
+    assert f"is on check run {first.id}" in (extra.summary or "")
+    assert RECEIPT_MARKER in (first.text or "")
+    assert RECEIPT_MARKER not in (extra.text or "")
+
+
+def test_annotations_wait_only_when_github_asks(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    """A 403 secondary rate limit and a 429, each with retry-after, on the writes that
+    carry annotations: the run waits as told, retries, and loses nothing."""
+    add_pull(standin, origin, 3)
+    standin.inject(Fault("checks/update", "secondary-rate-limit", retry_after=1))
+    standin.inject(Fault("checks/update", "too-many-requests", retry_after=1))
+    result = run_action(
+        action_image, standin, origin, tmp_path, "pull_request", pr_event(origin, 3)
+    )
+    assert result.outputs["verdict"] == "HELD", result.stderr
+    assert "retrying in 1.0s" in result.stderr
+    (run,) = standin.check_runs()
+    assert run.conclusion == "action_required"
+    assert [a["path"] for a in run.annotations] == ["ops/deploy.sh"]
+    statuses = [c.status for c in standin.calls("checks/update")]
+    assert statuses.count(403) == statuses.count(429) == 1
+
+
+def test_an_unsigned_receipt_warns_in_the_job_log_and_summary(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    add_pull(standin, origin, 1)
+    result = run_action(
+        action_image,
+        standin,
+        origin,
+        tmp_path,
+        "pull_request",
+        pr_event(origin, 1),
+        PROOFGATE_SIGNING_KEY="",
+    )
+    assert result.code == 0, result.stderr
+    assert "::warning title=proofgate unsigned receipt::This receipt is not signed" in (
+        result.stdout
+    )
+    assert result.summary.startswith("> **Warning:** This receipt is not signed")
+    (run,) = standin.check_runs()
+    assert "UNSIGNED receipt" in (run.summary or "")
+
+
+# --- fork approvals (issue 17) ---------------------------------------------------------
+
+
+def test_a_review_of_a_fork_pr_with_a_read_only_token_names_the_fix(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    """GitHub's fork token model: a `pull_request_review` run for a fork gets a read-only
+    token whatever the workflow grants. The hint names the workflow_run re-proof."""
+    add_pull(standin, origin, 3, fork=True)
+    standin.repos[REPO].checks_write = False  # the read-only token of a fork's review
+    event = review_event(origin, 3, user="maint", commit_id=origin.pulls[3])
+    result = run_action(action_image, standin, origin, tmp_path, "pull_request_review", event)
+    assert result.code == 2
+    assert "Approve forks through the `workflow_run` re-proof" in result.stderr
+    assert "use `pull_request_target` for forks" not in result.stderr
+
+
+def test_a_fork_pr_held_then_approved_by_review_through_workflow_run(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    held = run_fork_pr(action_image, standin, origin, tmp_path / "a", 3)
+    assert held.outputs["verdict"] == "HELD", held.stderr
+    standin.set_permission(REPO, "maint", "write", "maintain")
+    standin.add_review(REPO, 3, user="maint", state="APPROVED", commit_id=origin.pulls[3])
+    # the review workflow ran (read-only, nothing to do); its completion starts this run
+    # in the base repository's context. For forks `pull_requests` is empty.
+    event: dict[str, object] = {
+        "action": "completed",
+        "workflow_run": {
+            "event": "pull_request_review",
+            "conclusion": "success",
+            "head_sha": origin.pulls[3],
+            "head_branch": "feature",
+            "head_repository": {"full_name": "forker/widgets"},
+            "pull_requests": [],
+        },
+    }
+    approved = run_action(action_image, standin, origin, tmp_path / "b", "workflow_run", event)
+    assert approved.code == 0, approved.stderr
+    assert approved.outputs["verdict"] == "PROVEN"
+    approval = predicate_of(approved)["approval"]
+    assert isinstance(approval, dict)
+    assert (approval["approver"], approval["method"]) == ("maint", "review")
+    assert predicate_of(approved)["trigger"] == {
+        "kind": "pull_request",
+        "base_ref": "refs/heads/main",
+        "pull_request": 3,
+    }
+    (run,) = standin.check_runs()
+    assert run.conclusion == "success"
+
+
+def test_workflow_run_for_a_sha_no_pull_request_has_is_refused(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    event: dict[str, object] = {
+        "action": "completed",
+        "workflow_run": {"event": "pull_request_review", "head_sha": "f" * 40, "pull_requests": []},
+    }
+    result = run_action(action_image, standin, origin, tmp_path, "workflow_run", event)
+    assert result.code == 2
+    assert f"no open pull request has head {'f' * 40}" in result.stderr
+    assert standin.check_runs() == []

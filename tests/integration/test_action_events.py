@@ -7,20 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from gate.action import (
-    ActionInputs,
-    ClickedApproval,
-    ReviewApprover,
-    Target,
-    check_name,
-    escape_data,
-    escape_property,
-    main,
-    resolve_target,
-)
+from gate.action import ActionInputs, main
 from gate.errors import UsageError
+from gate.github.approvals import ReviewApprover, how_to_approve
 from gate.github.checks import GitHubChecks, RetryPolicy
-from gate.model import Sha256
+from gate.github.events import ClickedApproval, Target, check_name, resolve_target
+from gate.github.notes import trigger_note
+from gate.github.workflow import escape_data, escape_property
+from gate.model import Sha256, Trigger, TriggerKind
+from gate.prove import ApprovalRejected
 from tests.github_standin.fixtures import REPO, TOKEN, running_standin
 from tests.github_standin.server import GitHubStandIn
 
@@ -65,6 +60,23 @@ def test_pr_events_prove_the_head_against_the_base_branch_tip(
     # the base branch's current tip, fetched; never the event's stale base.sha
     assert (target.base_ref, target.base_sha) == ("refs/heads/main", None)
     assert target.external_id == "proofgate;pr=5"
+    assert target.trigger == Trigger(
+        kind=TriggerKind.PULL_REQUEST, base_ref="refs/heads/main", pull_request=5
+    )
+
+
+def test_pr_events_and_the_api_build_the_same_target(standin: GitHubStandIn) -> None:
+    """One builder: the payload's pull request and the API's give the same target, author
+    included (the self-approval guard needs it on every event)."""
+    standin.add_pull(REPO, 5, head_sha=HEAD, base_sha=STALE_BASE, user="alice")
+    payload = pr_payload()
+    payload["pull_request"]["user"] = {"login": "alice"}  # type: ignore[index]
+    from_event = resolve_target(inputs("pull_request"), payload, api_for(standin))
+    review = {**payload, "review": {"state": "approved", "commit_id": HEAD}}
+    from_api = resolve_target(inputs("pull_request_review"), review, api_for(standin))
+    assert from_event is not None
+    assert from_event == from_api
+    assert from_event.author == "alice"
 
 
 def test_merge_group_uses_the_queue_base_and_head(standin: GitHubStandIn) -> None:
@@ -79,6 +91,7 @@ def test_merge_group_uses_the_queue_base_and_head(standin: GitHubStandIn) -> Non
     target = resolve_target(inputs("merge_group"), event, api_for(standin))
     assert target is not None
     assert (target.head_sha, target.base_sha, target.base_ref) == (HEAD, OLD, None)
+    assert target.trigger == Trigger(kind=TriggerKind.MERGE_GROUP, base_ref="refs/heads/main")
 
 
 def test_workflow_dispatch_takes_a_pr_number_or_a_sha(standin: GitHubStandIn) -> None:
@@ -88,11 +101,19 @@ def test_workflow_dispatch_takes_a_pr_number_or_a_sha(standin: GitHubStandIn) ->
     )
     assert by_pr is not None
     assert (by_pr.head_sha, by_pr.base_ref, by_pr.pr) == (HEAD, "refs/heads/release", 8)
+    assert by_pr.trigger == Trigger(
+        kind=TriggerKind.PULL_REQUEST, base_ref="refs/heads/release", pull_request=8
+    )
+    assert trigger_note(by_pr) == ""
     by_sha = resolve_target(
         inputs("workflow_dispatch", PROOFGATE_PULL_REQUEST=OLD.upper()), {}, api_for(standin)
     )
     assert by_sha is not None
     assert (by_sha.head_sha, by_sha.base_ref, by_sha.pr) == (OLD, "refs/heads/main", None)
+    assert by_sha.trigger == Trigger(kind=TriggerKind.COMMIT, base_ref="refs/heads/main")
+    note = trigger_note(by_sha)
+    assert note.startswith(f"**Re-proof of commit `{OLD[:12]}`**")
+    assert "It does not prove a pull request" in note
     with pytest.raises(UsageError, match="pull request number or a 40-hex"):
         resolve_target(inputs("workflow_dispatch", PROOFGATE_PULL_REQUEST="main"), {}, None)  # type: ignore[arg-type]
 
@@ -156,7 +177,8 @@ def test_author_approving_own_held_pr_is_refused(standin: GitHubStandIn) -> None
         target(ClickedApproval(login="author", head_sha=HEAD)), author="Author"
     )
     approver = ReviewApprover(api_for(standin), held, lambda: 0.0)
-    assert approver(DIGEST, FINGERPRINT) is None
+    with pytest.raises(ApprovalRejected, match="author wrote this pull request"):
+        approver(DIGEST, FINGERPRINT)
     assert approver.refusals == ["author wrote this pull request and cannot approve it"]
 
 
@@ -166,9 +188,9 @@ def test_approve_button_on_an_older_push_is_refused(standin: GitHubStandIn) -> N
     approver = ReviewApprover(
         api_for(standin), target(ClickedApproval(login="maint", head_sha=OLD)), lambda: 0.0
     )
-    assert approver(DIGEST, FINGERPRINT) is None
+    with pytest.raises(ApprovalRejected, match="not the head"):
+        approver(DIGEST, FINGERPRINT)
     assert approver.refusals == [f"maint pressed Approve on {OLD[:12]}, not the head {HEAD[:12]}"]
-    assert "Approval refused" in approver.note()
 
 
 def test_changes_requested_after_approving_withdraws_the_approval(
@@ -235,3 +257,28 @@ def test_edited_event_reproves_only_a_retargeted_base(standin: GitHubStandIn) ->
     target = resolve_target(inputs("pull_request_target"), retarget, api_for(standin))
     assert target is not None
     assert target.head_sha == HEAD
+
+
+def test_how_to_approve_names_who_how_which_sha_and_escapes_the_held_paths() -> None:
+    predicate: dict[str, object] = {
+        "verdict": "HELD",
+        "policy": {
+            "findings": [
+                {"rule": "protected-path", "decision": "HOLD", "path": "ops/`a`</details>.sh"},
+                {"rule": "budget-lines", "decision": "ALLOW", "path": "src/x.py"},
+            ]
+        },
+    }
+    held = dataclasses.replace(target(), author="alice")
+    note = how_to_approve(predicate, held, repository=REPO, button=True)
+    assert note.startswith(f"**To approve this HOLD:** A person with write access to {REPO}")
+    assert f"**on the head commit `{HEAD}`**" in note
+    assert "other than its author (`alice`)" in note
+    assert "press **Approve** on this check run" in note
+    assert "- `protected-path`: ``ops/`a`</details>.sh``" in note  # a code span it cannot close
+    assert "src/x.py" not in note  # only what the policy holds
+    no_pr = dataclasses.replace(held, pr=None)
+    assert "nothing here can approve it" in how_to_approve(
+        predicate, no_pr, repository=REPO, button=False
+    )
+    assert how_to_approve({"verdict": "PROVEN"}, held, repository=REPO, button=True) == ""

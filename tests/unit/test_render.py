@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from gate import receipt
 from gate.model import JsonDict, Verdict
-from gate.render import TRUNCATION_NOTE, to_json, to_markdown
+from gate.render import TRUNCATION_NOTE, title, to_json, to_markdown
 from tests.assets import sample
 
 ASSETS = Path(__file__).parent.parent / "assets"
@@ -44,7 +44,8 @@ def failed() -> JsonDict:
 def test_verdict_comes_first() -> None:
     md = to_markdown(failed())
     assert md.startswith("# proofgate: FAILED\n\nA configured check failed.\n")
-    assert md.index("## Reasons") < md.index("## What was proven") < md.index("## Checks")
+    assert md.index("## Reasons") < md.index("## Checks at a glance") < md.index("## What was")
+    assert md.index("## What was proven") < md.index("## Checks\n")
 
 
 def test_markdown_shows_what_was_proven_and_how() -> None:
@@ -56,8 +57,7 @@ def test_markdown_shows_what_was_proven_and_how() -> None:
         sample.PATCH_SHA256,
         "173 bytes, 1 files",
         "| `unit` | test | `python -m pytest -q` | 0 | 2.25 s | no | no |",
-        "```mermaid\ngantt\n",
-        "    test : 1800, 4050\n",
+        "- `unit`: build 0.2–1.7 s → test 1.8–4.0 s (4.0 s)\n",
         "`budget-lines`",
         "Journal head `",
         "proofgate 0.1.0",
@@ -205,3 +205,56 @@ def test_max_bytes_smaller_than_the_note_still_holds() -> None:
 def test_max_bytes_not_reached_leaves_the_receipt_whole() -> None:
     p = sample.predicate()
     assert to_markdown(p, max_bytes=65535) == to_markdown(p)
+
+
+def test_title_names_the_reason_that_sets_the_verdict_and_its_tests() -> None:
+    """A failing test beside a protected path: the title is about the test, not the HOLD."""
+    p = failed()
+    hold = {"code": "policy-hold", "message": "policy wants a person to approve: ops"}
+    p["reasons"] = [hold, *p["reasons"]]  # type: ignore[list-item,misc]
+    p["checks"][0]["junit"] = {"tests": 3, "failures": 1, "errors": 0, "skipped": 0}  # type: ignore[index]
+    assert title(p) == (
+        "FAILED: check unit: `python -m pytest -q` exited 1 in phase test "
+        "(3 tests: 2 passed, 1 failed) (+1 more reason)"
+    )
+    assert "## Checks at a glance\n\n- `unit`: **failed** · 3 tests: 2 passed, 1 failed" in (
+        to_markdown(p)
+    )
+
+
+def test_title_of_a_proven_run_counts_checks_and_tests() -> None:
+    p = sample.predicate()
+    p["checks"][0]["junit"] = {"tests": 12, "failures": 0, "errors": 0, "skipped": 1}  # type: ignore[index]
+    assert title(p) == "PROVEN: 1 check passed (12 tests: 11 passed, 1 skipped)"
+    assert len(title({"verdict": "FAILED", "reasons": [{"message": "x" * 500}]})) == 200
+
+
+def held_by(paths: list[str], message: str) -> JsonDict:
+    p = sample.predicate(verdict=Verdict.HELD)
+    p["policy"]["findings"] = [  # type: ignore[index]
+        {"rule": "protected", "decision": "HOLD", "path": path, "message": message}
+        for path in paths
+    ]
+    return p
+
+
+def test_repeated_identical_findings_are_one_row_with_their_paths() -> None:
+    md = to_markdown(held_by([f"ops/{i}.sh" for i in range(12)], "protected path changed"))
+    shown = ", ".join(f"`ops/{i}.sh`" for i in range(10))
+    assert f"| HOLD | `protected` | {shown} (+2 more) | - | protected path changed |" in md
+    assert md.count("protected path changed") == 1
+
+
+def test_a_cut_page_keeps_verdict_reasons_checks_and_the_failing_tail() -> None:
+    p = failed()
+    p["checks"][0]["phases"][1]["commands"][0]["log_tail"] = "x\n" * 40_000 + "the real error\n"  # type: ignore[index]
+    p["policy"]["findings"] = [  # type: ignore[index]
+        {"rule": f"r{i}", "decision": "ALLOW", "path": f"src/m{i}.py", "message": f"note {i}"}
+        for i in range(3000)
+    ]
+    md = to_markdown(p, max_bytes=65535)
+    assert len(md.encode()) <= 65535
+    for kept in ["# proofgate: FAILED", "## Reasons", "## Checks at a glance", "the real error"]:
+        assert kept in md
+    assert "note 2999" not in md  # the long findings table is what went
+    assert md.endswith(TRUNCATION_NOTE)
