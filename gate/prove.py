@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -163,10 +164,15 @@ def _run_checks(
         journal.append("sandbox-unavailable", error=str(e))
         return _CleanRoom(sandbox_error=str(e))
     journal.append("image-resolved", name=image.name, id=image.id, digest=image.digest)
+    # SPEC §3.2: an unpredictable recent time on every entry, so that no committed pyc's
+    # header matches its source; umask 0, so a non-root user can write the tree.
+    mtime = int(time.time()) - secrets.randbelow(86_400)
     try:
         for spec in config.checks:
             log.info("check %s: starting a fresh container", spec.name)
-            result = sandbox.run_check(spec, image, lambda: evidence.archive(tree), journal)
+            result = sandbox.run_check(
+                spec, image, lambda: evidence.archive(tree, mtime=mtime, umask=0), journal
+            )
             results.append(result)
             journal.append(
                 "check-finished",
