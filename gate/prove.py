@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gate import __version__, policy, receipt, render
+from gate import __version__, junitpath, policy, receipt, render
 from gate.config import DEFAULT_CONFIG_PATH, load_config
 from gate.errors import UsageError
 from gate.git.interface import EvidenceSource, UnsafeTreeError
@@ -119,13 +119,14 @@ def _load_config(
 def _forged_reports(config: Config, ev: Evidence, evidence: EvidenceSource) -> tuple[str, ...]:
     """JUnit paths that the proven tree already contains: a committed report is forgeable."""
     forged: list[str] = []
-    changed = {e.path for e in ev.inventory if e.new_mode is not None}
+    tree = ev.proven_tree
     for check in config.checks:
-        if check.junit is None:
+        if check.junit is None or tree is None:
             continue
-        raw = check.junit.encode("utf-8")
+        # SPEC §3.2: as the container resolves it (normalized, through committed symlinks)
+        problem = junitpath.committed_problem(check.junit, lambda p: evidence.entry_mode(tree, p))
         in_base = evidence.read_blob_at(ev.base.commit, check.junit) is not None
-        if raw in changed or in_base:
+        if problem is not None or in_base:
             forged.append(check.junit)
     return tuple(sorted(set(forged)))
 

@@ -42,6 +42,10 @@ class EvidenceSource(Protocol):
         or None when they would exceed `max_bytes` in total."""
         ...
 
+    def entry_mode(self, tree: TreeId, path: bytes) -> int | None:
+        """The git mode of `tree`'s entry at `path` (e.g. 0o120000 a symlink), or None."""
+        ...
+
     def archive(
         self, tree: TreeId, *, mtime: int = 1_000_000_000, umask: int = 0o022
     ) -> Iterator[bytes]:

@@ -309,6 +309,15 @@ class GitRepository:
             return None
         return BlobId(str(entry.id)), bytes(entry.data)
 
+    def entry_mode(self, tree: TreeId, path: bytes) -> int | None:
+        """The git mode of the entry at `path` in `tree` (private store), or None."""
+        repo = self._store.git if self._store is not None else self._repo
+        try:
+            entry = repo[tree].peel(pygit2.Tree)[path.decode("utf-8", "surrogateescape")]
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+        return int(entry.filemode)
+
     def read_tree_files(
         self, tree: TreeId, wanted: Callable[[bytes], bool], *, max_bytes: int
     ) -> dict[bytes, bytes] | None:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import docker.types
 from docker import APIClient
 
+from gate import junitpath
 from gate.journal import Journal
 from gate.model import (
     CheckResult,
@@ -105,6 +106,7 @@ class CheckRun:
         self.journal = journal
         self.tail = log_tail_bytes
         self.cid: str | None = None
+        self.holder: str | None = None  # holds the volume mounted; nothing of the check
         self.volume: str | None = None
         self.temp_image: str | None = None  # the commit after build, removed at the end
         self.test_image = image.id  # what test containers start from
@@ -113,6 +115,7 @@ class CheckRun:
         self.user = ""
         self.home: str | None = None
         self.pycache = ""
+        self._ended_code: int | None = None
         self.t_started = 0.0
 
     @property
@@ -275,10 +278,10 @@ class CheckRun:
                     committed = self.api.commit(self.container_id, pause=True)
                 self.temp_image = self.test_image = str(committed["Id"])
                 self.journal.append("image-committed", check=self.spec.name, image=self.temp_image)
-            old = self.cid
+            self._hold()
+            self._remove_container()
             self._create(self.test_image, read_only=True)
-            self._start()  # holds the volume (a tmpfs) while the old container goes
-            self._remove(old)
+            self._start()
         except DockerRefused as e:
             return str(e)
         return None
@@ -333,19 +336,27 @@ class CheckRun:
         self.journal.append("container-removed", check=self.spec.name, container=cid[:12])
 
     def _end_processes(self) -> None:
-        """Kill the last container of the check. With a report to read, a *reader*
-        container from the configured image (in which nothing of the check ever ran)
-        starts first and holds the volume; it runs only the image's idle command."""
+        """Kill the last container of the check (the holder keeps the volume)."""
         try:
-            if self.spec.junit is not None and self.cid is not None:
-                old = self.cid
-                self._create(self.image.id, read_only=True)
-                self._start()
-                self._remove(old)
-            else:
-                self._remove_container()
+            self._remove_container()
         except DockerRefused as e:
             raise SandboxError(str(e)) from e
+
+    def _hold(self) -> None:
+        """Start the holder: a container from the configured image (in which nothing of
+        the check ever runs; it runs only the image's idle command) that keeps the volume
+        mounted while the check's containers are replaced, and through which the daemon
+        reads the report after the last of them is gone."""
+        if self.holder is not None:
+            return
+        current, writable, pycache = self.cid, self.writable, self.pycache
+        self.cid = None
+        try:
+            self._create(self.image.id, read_only=True)
+            self.holder = self.cid
+            self._start()
+        finally:
+            self.cid, self.writable, self.pycache = current, writable, pycache
 
     def remove(self, *, raise_on_failure: bool) -> None:
         """Remove what the check created: container, temporary image, volume.
@@ -355,6 +366,7 @@ class CheckRun:
         """
         failures: list[str] = []
         steps: list[tuple[str, Callable[[], None]]] = [("container", self._remove_container)]
+        steps.append(("container", self._remove_holder))
         if self.temp_image is not None:
             steps.append(("image", self._remove_temp_image))
         if self.volume is not None:
@@ -372,6 +384,10 @@ class CheckRun:
                 "Remove it by hand: docker ps -a, docker images and docker volume ls "
                 "with --filter label=proofgate=1"
             )
+
+    def _remove_holder(self) -> None:
+        holder, self.holder = self.holder, None
+        self._remove(holder)
 
     def _remove_temp_image(self) -> None:
         image, self.temp_image = self.temp_image, None
@@ -412,6 +428,10 @@ class CheckRun:
     ) -> tuple[list[CommandResult], str | None]:
         deadline = time.monotonic() + self.spec.limits.timeout
         results: list[CommandResult] = []
+        if phase is Phase.TEST and (
+            self.spec.junit is not None or self.writable or len(commands) > 1
+        ):
+            self._hold_or_fail()  # the volume must outlive the test phase's containers
         for command in commands:
             if phase is Phase.TEST and (self.writable or results):
                 problem = self._to_test_container()
@@ -422,6 +442,12 @@ class CheckRun:
             if error is not None or not result.ok:
                 return results, error
         return results, None
+
+    def _hold_or_fail(self) -> None:
+        try:
+            self._hold()
+        except DockerRefused as e:
+            raise SandboxError(str(e)) from e
 
     def _run_command(
         self, phase: Phase, argv: tuple[str, ...], deadline: float
@@ -458,12 +484,22 @@ class CheckRun:
                 # e.g. the container stopped because a command killed its init.
                 error = str(e)
             else:
+                left_behind: int | None = None  # the exit status, when processes outlived it
+                self._ended_code = None
                 reader = threading.Thread(
                     target=sink.consume, args=(stream,), name="proofgate-log", daemon=True
                 )
                 reader.start()
                 try:
-                    _join(reader, deadline)
+                    # SPEC §3.2: in the test phase a command ends with its process; what
+                    # it left behind is killed with its container before anything is read
+                    ended = (lambda: self._exec_ended(exec_id)) if phase is Phase.TEST else None
+                    _join(reader, deadline, ended)
+                    if reader.is_alive() and time.monotonic() < deadline:
+                        left_behind = self._ended_code
+                        self._kill()
+                        close_iterator(stream)
+                        reader.join(_KILL_GRACE_S)
                 finally:
                     if reader.is_alive():
                         timed_out = True
@@ -472,7 +508,14 @@ class CheckRun:
                         reader.join(_KILL_GRACE_S)
                 if not timed_out and sink.error is not None and is_transport_error(sink.error):
                     raise daemon_gone("read a command's output", sink.error)
-                if not timed_out:
+                if left_behind is not None:
+                    exit_code = left_behind
+                    self.journal.append(
+                        "processes-killed", check=self.spec.name, phase=phase, argv=argv
+                    )
+                    if exit_code != 0:
+                        oom = self._oom_killed(wall_started, exit_code)
+                elif not timed_out:
                     exit_code = self._exit_code(exec_id)
                     if exit_code is None:
                         error = f"{list(argv)} ended without an exit status"
@@ -507,6 +550,17 @@ class CheckRun:
     def _kill(self) -> None:
         with contextlib.suppress(DockerRefused), docker_errors("kill the container"):
             self.api.kill(self.container_id)  # a refusal: it has already stopped
+
+    def _exec_ended(self, exec_id: str) -> bool:
+        try:
+            with docker_errors("inspect a command"):
+                info = self.api.exec_inspect(exec_id)
+        except DockerRefused:
+            return False
+        if info.get("Running") or info.get("ExitCode") is None:
+            return False
+        self._ended_code = int(info["ExitCode"])
+        return True
 
     def _exit_code(self, exec_id: str) -> int | None:
         # The stream can close a moment before the daemon records the exit status.
@@ -549,17 +603,27 @@ class CheckRun:
 
     def _read_junit(self, rel: str) -> bytes | None:
         """The report, read by the daemon through the reader container."""
-        return read_report(self.api, self.container_id, rel, self.journal, check=self.spec.name)
+        try:
+            path = junitpath.normalize(rel)
+        except ValueError:
+            self.journal.append("junit-refused", check=self.spec.name, path=rel)
+            return None
+        assert self.holder is not None  # noqa: S101 - started with the test phase
+        return read_report(self.api, self.holder, path, self.journal, check=self.spec.name)
 
 
-def _join(thread: threading.Thread, deadline: float) -> None:
-    """Join `thread` until `deadline`, in short slices so that a signal handler (Ctrl-C,
-    SIGTERM) runs promptly in the main thread."""
+def _join(
+    thread: threading.Thread, deadline: float, ended: Callable[[], bool] | None = None
+) -> None:
+    """Join `thread` until `deadline` or until `ended()`, in short slices so that a signal
+    handler (Ctrl-C, SIGTERM) runs promptly in the main thread."""
     while thread.is_alive():
         left = deadline - time.monotonic()
         if left <= 0:
             return
-        thread.join(min(left, 0.25))
+        thread.join(min(left, 0.1))
+        if thread.is_alive() and ended is not None and ended():
+            return
 
 
 def _non_root(user: str) -> bool:

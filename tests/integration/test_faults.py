@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import docker
+import docker.errors
 import pytest
 
 from tests.conftest import CLEANROOM_IMAGE, CONTAINER_LABEL
@@ -162,6 +163,18 @@ class PrivateDaemon:
     def running_labeled(self) -> bool:
         with contextlib.closing(self.client()) as c:
             return bool(c.containers.list(filters={"label": CONTAINER_LABEL}))
+
+    def running_command(self, command: str) -> bool:
+        """Whether a process `command` runs in a labeled container (no sleep races)."""
+        with contextlib.closing(self.client()) as c:
+            for container in c.containers.list(filters={"label": CONTAINER_LABEL}):
+                try:
+                    rows = container.top().get("Processes") or []
+                except docker.errors.APIError:
+                    continue  # it went away meanwhile
+                if any(command in " ".join(map(str, row)) for row in rows):
+                    return True
+        return False
 
     def _kill_orphaned_containers(self) -> None:
         """Last resort when the daemon could not be brought back: the shims this daemon's
@@ -306,8 +319,7 @@ def _wait_for_running_check(d: PrivateDaemon, proof: Proof, seconds: float = 60)
     while time.monotonic() < deadline:
         if proof.proc.poll() is not None:
             raise AssertionError(f"prove ended before its check ran: {proof.wait()}")
-        if d.running_labeled():
-            time.sleep(1.0)  # let the exec of `sleep 30` begin
+        if d.running_command("sleep 30"):  # the check's command itself has started
             return
         time.sleep(0.2)
     raise AssertionError("no clean-room container started")

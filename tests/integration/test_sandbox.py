@@ -694,3 +694,78 @@ def test_daemon_vanishing_mid_run_is_a_sandbox_error(
                         v.remove(force=True)
     assert created
     assert journal.events()[-1]["kind"] == "remove-failed"
+
+
+# --- trusted evidence (SPEC §3.2) ------------------------------------------------------
+
+
+def test_test_phase_runs_read_only_after_a_writable_build(
+    sandbox: DockerSandbox, image: ImageRef, docker_client: docker.DockerClient
+) -> None:
+    result, journal = run(
+        sandbox,
+        image,
+        spec(
+            build=["echo built > /usr/local/bin/from-build && echo ok > src/built.txt"],
+            test=[
+                # the build's files are there, the image cannot be changed any more
+                "test -f /usr/local/bin/from-build && test -f src/built.txt",
+                "! touch /usr/local/bin/python3-shim 2>/dev/null",
+                'site="$(python3 -c "import site; print(site.getsitepackages()[0])")" '
+                '&& test -d "$site" && ! touch "$site/shim.pth" 2>/dev/null',
+                # /tmp and HOME are writable, and fresh for every test command
+                "touch /tmp/mark $HOME/mark && mkdir -p reports",
+                "test ! -e /tmp/mark && test ! -e $HOME/mark && test -d reports",
+                'test "$PYTHONNOUSERSITE" = 1',
+                'case "$PYTHONPYCACHEPREFIX" in /tmp/*) ;; *) false;; esac',
+            ],
+        ),
+    )
+    assert result.phases[-1].ok, [c.log_tail for c in result.phases[-1].commands]
+    kinds = [e["kind"] for e in journal.events()]
+    assert "image-committed" in kinds
+    committed = next(e for e in journal.events() if e["kind"] == "image-committed")
+    with pytest.raises(docker.errors.ImageNotFound):  # removed with the check
+        docker_client.images.get(str(committed["data"]["image"]))  # type: ignore[index]
+    assert kinds[-1] == "volume-removed"
+
+
+def test_a_test_command_cannot_leave_a_process_for_the_next(
+    sandbox: DockerSandbox, image: ImageRef
+) -> None:
+    result, _ = run(
+        sandbox,
+        image,
+        spec(
+            test=[
+                "setsid sh -c 'sleep 1; echo tampered > late.txt' >/dev/null 2>&1 &",
+                "sleep 2; test ! -e late.txt",
+            ]
+        ),
+    )
+    assert result.phases[-1].ok, last(result)[1]
+
+
+def test_read_back_uses_no_program_of_the_container_and_no_process_survives(
+    sandbox: DockerSandbox, image: ImageRef
+) -> None:
+    """A `tar` first on the PATH that hangs, and a background process that rewrites the
+    report after the command ended: the daemon reads the report the command wrote."""
+    forge = "sleep 2; echo forged > reports/junit.xml"
+    result, journal = run(
+        sandbox,
+        image,
+        spec(
+            timeout=20,
+            env=(("PATH", "/workspace/bin:/usr/local/bin:/usr/bin:/bin"),),
+            junit="./reports/../reports/junit.xml",
+            test=[
+                "mkdir -p bin reports && printf '#!/bin/sh\\nsleep 600\\n' > bin/tar "
+                f"&& chmod +x bin/tar && (setsid sh -c '{forge}' >/dev/null 2>&1 &) "
+                "&& echo '<testsuite tests=\"1\"/>' > reports/junit.xml"
+            ],
+        ),
+    )
+    assert result.phases[-1].ok, last(result)[1]
+    assert result.junit_report == b'<testsuite tests="1"/>\n'
+    assert "junit-read" in [e["kind"] for e in journal.events()]
