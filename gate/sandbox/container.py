@@ -25,13 +25,11 @@ container is killed.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 
 import docker.types
 from docker import APIClient
@@ -51,6 +49,7 @@ from gate.model import (
 from gate.sandbox.copy_in import WORKSPACE, close_iterator, copy_tree
 from gate.sandbox.errors import DockerRefused, daemon_gone, docker_errors, is_transport_error
 from gate.sandbox.interface import SandboxError
+from gate.sandbox.output import LogSink, join_until
 from gate.sandbox.readback import read_file, read_report
 
 log = logging.getLogger("gate.sandbox")
@@ -58,34 +57,6 @@ log = logging.getLogger("gate.sandbox")
 LABELS = {"proofgate": "1"}
 _KILL_GRACE_S = 10.0  # how long to wait for an output stream to close after a kill
 _GONE_S = 30.0  # how long a killed container may take to disappear
-
-
-@dataclass
-class _LogSink:
-    """Consumes one command's output stream: full SHA-256, byte count, bounded tail."""
-
-    tail_limit: int
-    sha256: hashlib._Hash = field(default_factory=hashlib.sha256)
-    size: int = 0
-    tail: bytearray = field(default_factory=bytearray)
-    error: BaseException | None = None
-
-    def consume(self, stream: Iterator[bytes]) -> None:
-        try:
-            for chunk in stream:
-                if not chunk:
-                    continue
-                self.sha256.update(chunk)
-                self.size += len(chunk)
-                self.tail += chunk
-                if len(self.tail) > 2 * self.tail_limit + 65536:
-                    del self.tail[: len(self.tail) - self.tail_limit]
-        except BaseException as e:  # noqa: BLE001 — handed to the main thread
-            self.error = e
-
-    def tail_text(self) -> str:
-        data = bytes(self.tail[len(self.tail) - self.tail_limit :]) if self.tail_limit else b""
-        return data.decode("utf-8", "replace")
 
 
 class CheckRun:
@@ -455,7 +426,7 @@ class CheckRun:
         started = time.monotonic()
         wall_started = time.time()
         offset = started - self.t_started
-        sink = _LogSink(self.tail)
+        sink = LogSink(self.tail)
         self.journal.append("command-started", check=self.spec.name, phase=phase, argv=argv)
         exit_code: int | None = None
         timed_out = False
@@ -494,7 +465,7 @@ class CheckRun:
                     # SPEC §3.2: in the test phase a command ends with its process; what
                     # it left behind is killed with its container before anything is read
                     ended = (lambda: self._exec_ended(exec_id)) if phase is Phase.TEST else None
-                    _join(reader, deadline, ended)
+                    join_until(reader, deadline, ended)
                     if reader.is_alive() and time.monotonic() < deadline:
                         left_behind = self._ended_code
                         self._kill()
@@ -610,20 +581,6 @@ class CheckRun:
             return None
         assert self.holder is not None  # noqa: S101 - started with the test phase
         return read_report(self.api, self.holder, path, self.journal, check=self.spec.name)
-
-
-def _join(
-    thread: threading.Thread, deadline: float, ended: Callable[[], bool] | None = None
-) -> None:
-    """Join `thread` until `deadline` or until `ended()`, in short slices so that a signal
-    handler (Ctrl-C, SIGTERM) runs promptly in the main thread."""
-    while thread.is_alive():
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return
-        thread.join(min(left, 0.1))
-        if thread.is_alive() and ended is not None and ended():
-            return
 
 
 def _non_root(user: str) -> bool:

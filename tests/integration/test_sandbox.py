@@ -769,3 +769,34 @@ def test_read_back_uses_no_program_of_the_container_and_no_process_survives(
     assert result.phases[-1].ok, last(result)[1]
     assert result.junit_report == b'<testsuite tests="1"/>\n'
     assert "junit-read" in [e["kind"] for e in journal.events()]
+
+
+def test_editable_install_in_build_is_importable_in_the_read_only_test_phase(
+    sandbox: DockerSandbox, image: ImageRef
+) -> None:
+    """`pip install -e .` in build (as proofgate's own config does) still works: the
+    test phase runs from a commit of the build container."""
+    tree = make_tree(
+        {
+            "pyproject.toml": (
+                b'[build-system]\nrequires = ["setuptools"]\n'
+                b'build-backend = "setuptools.build_meta"\n'
+                b'[project]\nname = "demo"\nversion = "0"\n'
+            ),
+            "src/demo/__init__.py": b"VALUE = 42\n",
+        }
+    )
+    pip = "python3 -m pip install --break-system-packages --quiet --no-deps"
+    result, _ = run(
+        sandbox,
+        image,
+        spec(
+            build=[f"{pip} --no-build-isolation --no-index -e ."],
+            test=["cd /tmp && python3 -c 'import demo; assert demo.VALUE == 42'"],
+        ),
+        tree,
+    )
+    assert result.phases[-1].phase is Phase.TEST, [
+        c.log_tail for p in result.phases for c in p.commands
+    ]
+    assert result.phases[-1].ok, last(result)[1]
