@@ -259,17 +259,19 @@ def daemon() -> Iterator[PrivateDaemon]:
         d.destroy()
 
 
-def _config(check: str, memory: str = "128m") -> bytes:
+def _config(check: str, memory: str = "128m", phase: str = "test") -> bytes:
+    phases = f"{phase}: {json.dumps(check)}" + (', test: "true"' if phase != "test" else "")
     return (
         f"version: 1\nimage: {CLEANROOM_IMAGE}\n"
         f"defaults: {{timeout: 60, memory: {memory}, pids: 64}}\n"
-        f"checks:\n  - {{name: unit, test: {json.dumps(check)}}}\n"
+        f"checks:\n  - {{name: unit, {phases}}}\n"
     ).encode()
 
 
-def _repo(tmp_path: Path, check: str, memory: str = "128m") -> Path:
+def _repo(tmp_path: Path, check: str, memory: str = "128m", phase: str = "test") -> Path:
     repo = make_repo(tmp_path)
-    base = commit(repo, {b".github/proofgate.yml": _config(check, memory), b"a.txt": b"1\n"})
+    config = _config(check, memory, phase)
+    base = commit(repo, {b".github/proofgate.yml": config, b"a.txt": b"1\n"})
     commit(repo, {b"a.txt": b"2\n"}, branch="pr", parent=base)
     return repo_dir(repo)
 
@@ -438,7 +440,8 @@ def test_disk_full_under_the_daemon_is_not_proven(
     small_disk_daemon: PrivateDaemon, tmp_path: Path
 ) -> None:
     d = small_disk_daemon
-    path = _repo(tmp_path, "dd if=/dev/zero of=/tmp/fill bs=1M count=256")
+    # in build: the writable layer, on the daemon's disk (the test phase's /tmp is a tmpfs)
+    path = _repo(tmp_path, "dd if=/dev/zero of=/var/tmp/fill bs=1M count=256", phase="build")
     before = snapshot(path)
     proof = Proof(path, tmp_path / "out", d, tmp_path / "tmpdir")
     code, err = proof.wait()
