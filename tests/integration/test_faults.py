@@ -390,15 +390,17 @@ def test_oom_killed_check_is_failed(daemon: PrivateDaemon, tmp_path: Path) -> No
 # --- Ctrl-C during a proof ------------------------------------------------------------
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
 def test_ctrl_c_during_a_check_is_not_proven_and_cleans_up(
-    daemon: PrivateDaemon, tmp_path: Path
+    daemon: PrivateDaemon, tmp_path: Path, signum: signal.Signals
 ) -> None:
+    """Ctrl-C, or the runner's SIGTERM on cancel, while the check's command runs."""
     path = _repo(tmp_path, "sleep 30")
     before = snapshot(path)
     proof = Proof(path, tmp_path / "out", daemon, tmp_path / "tmpdir")
     _wait_for_running_check(daemon, proof)
     t0 = time.monotonic()
-    proof.proc.send_signal(signal.SIGINT)
+    proof.proc.send_signal(signum)
     code, err = proof.wait(timeout=60)
     assert time.monotonic() - t0 < 25, "Ctrl-C did not stop the running check"
     assert code == 13, err  # a receipt is still written: INCONCLUSIVE, interrupted
