@@ -1560,4 +1560,5 @@ def by_id(case_id: str) -> Case:
 # Attacks on the evidence (SPEC §3.2) live in their own module and count here.
 from tests.attacks.evidence import EVIDENCE_CASES  # noqa: E402
 
-CASES = (*CASES, *EVIDENCE_CASES)
+CASES = (*ATTACKS, *EVIDENCE_CASES, *HONEST)  # attacks before honest changes
+ATTACKS = tuple(c for c in CASES if c.kind == "attack")
