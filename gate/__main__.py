@@ -3,5 +3,7 @@
 import sys
 
 from gate.cli import main
+from gate.signals import sigterm_raises_interrupt
 
+sigterm_raises_interrupt()
 sys.exit(main())

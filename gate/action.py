@@ -422,4 +422,7 @@ def main(env: Mapping[str, str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from gate.signals import sigterm_raises_interrupt
+
+    sigterm_raises_interrupt()
     sys.exit(main())

@@ -22,6 +22,7 @@ import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
+from gate import junitpath
 from gate.errors import ConfigError
 from gate.model import (
     PHASE_ORDER,
@@ -262,6 +263,16 @@ def load_config(data: bytes, *, source: str, known_rules: frozenset[str] | None 
         }
         phases = tuple((p, _phase(raw[p.value])) for p in PHASE_ORDER if p.value in raw)
         junit = raw.get("junit")
+        if junit is not None:
+            try:  # SPEC §3.2: the report must be written inside /workspace
+                junitpath.normalize(str(junit))
+            except ValueError as e:
+                raise ConfigError(
+                    source,
+                    f"checks[{i}].junit",
+                    expected="a relative path inside /workspace",
+                    got=f"{_show(junit)} ({e})",
+                ) from None
         checks.append(
             CheckSpec(
                 name=name,

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gate import policy, receipt, render
+from gate import junitpath, policy, receipt, render
 from gate.config import DEFAULT_CONFIG_PATH, load_config
 from gate.errors import UsageError
 from gate.git.interface import EvidenceSource, UnsafeTreeError
@@ -133,13 +134,14 @@ def _config_changed_by_patch(request: ProveRequest, ev: Evidence) -> bool:
 def _forged_reports(config: Config, ev: Evidence, evidence: EvidenceSource) -> tuple[str, ...]:
     """JUnit paths that the proven tree already contains: a committed report is forgeable."""
     forged: list[str] = []
-    changed = {e.path for e in ev.inventory if e.new_mode is not None}
+    tree = ev.proven_tree
     for check in config.checks:
-        if check.junit is None:
+        if check.junit is None or tree is None:
             continue
-        raw = check.junit.encode("utf-8")
+        # SPEC §3.2: as the container resolves it (normalized, through committed symlinks)
+        problem = junitpath.committed_problem(check.junit, lambda p: evidence.entry_mode(tree, p))
         in_base = evidence.read_blob_at(ev.base.commit, check.junit) is not None
-        if raw in changed or in_base:
+        if problem is not None or in_base:
             forged.append(check.junit)
     return tuple(sorted(set(forged)))
 
@@ -178,10 +180,15 @@ def _run_checks(
         journal.append("sandbox-unavailable", error=str(e))
         return _CleanRoom(sandbox_error=str(e))
     journal.append("image-resolved", name=image.name, id=image.id, digest=image.digest)
+    # SPEC §3.2: an unpredictable recent time on every entry, so that no committed pyc's
+    # header matches its source; umask 0, so a non-root user can write the tree.
+    mtime = int(time.time()) - secrets.randbelow(86_400)
     try:
         for spec in config.checks:
             log.info("check %s: starting a fresh container", spec.name)
-            result = sandbox.run_check(spec, image, lambda: evidence.archive(tree), journal)
+            result = sandbox.run_check(
+                spec, image, lambda: evidence.archive(tree, mtime=mtime, umask=0), journal
+            )
             results.append(result)
             journal.append(
                 "check-finished",

@@ -11,6 +11,7 @@ followed by a check that it left none behind.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -117,31 +118,49 @@ def cleanroom_image(docker_client: docker.DockerClient) -> str:
     return CLEANROOM_IMAGE
 
 
-def _labeled_container_ids(client: docker.DockerClient) -> set[str]:
+def _labeled(client: docker.DockerClient) -> set[str]:
+    """Containers, volumes and images labeled proofgate=1 (the sandbox labels all three)."""
+    label = {"label": CONTAINER_LABEL}
     # sparse: no per-container inspect, which races with containers removed meanwhile
-    found = client.containers.list(all=True, sparse=True, filters={"label": CONTAINER_LABEL})
-    return {c.id for c in found}
+    found = {
+        f"container {c.id}" for c in client.containers.list(all=True, sparse=True, filters=label)
+    }
+    found |= {f"volume {v['Name']}" for v in client.api.volumes(filters=label).get("Volumes") or []}
+    found |= {f"image {i['Id']}" for i in client.api.images(filters=label)}
+    return found
+
+
+def _remove(client: docker.DockerClient, thing: str) -> None:
+    kind, _, ident = thing.partition(" ")
+    with contextlib.suppress(docker.errors.NotFound):
+        if kind == "container":
+            client.containers.get(ident).remove(force=True)
+        elif kind == "volume":
+            client.api.remove_volume(ident, force=True)
+        else:
+            client.images.remove(ident, force=True)
 
 
 @pytest.fixture(autouse=True)
 def _no_leaked_containers(request: pytest.FixtureRequest) -> Iterator[None]:
-    """After every Docker test: no container labeled proofgate=1 that it created remains."""
+    """After every Docker test: no container, volume or image labeled proofgate=1 that it
+    created remains."""
     if request.node.get_closest_marker("docker") is None or docker_problem() is not None:
         yield
         return
     client: docker.DockerClient = request.getfixturevalue("docker_client")
-    before = _labeled_container_ids(client)
+    before = _labeled(client)
     yield
-    leaked = _labeled_container_ids(client) - before
+    leaked = _labeled(client) - before
     # Another test run on the same daemon may be mid-check: give its containers a moment.
     deadline = time.monotonic() + 10
     while leaked and time.monotonic() < deadline:
         time.sleep(0.5)
-        leaked &= _labeled_container_ids(client)
+        leaked &= _labeled(client)
     if under_ci():
-        for cid in leaked:
-            client.containers.get(cid).remove(force=True)
-    assert not leaked, f"containers labeled {CONTAINER_LABEL} left behind: {sorted(leaked)}"
+        for thing in leaked:
+            _remove(client, thing)
+    assert not leaked, f"left behind, labeled {CONTAINER_LABEL}: {sorted(leaked)}"
 
 
 @pytest.fixture

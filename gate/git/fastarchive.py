@@ -10,7 +10,8 @@ its output is still the tree *as committed*:
   `.gitattributes` in the tree, whatever its patterns or macros say.
 - git runs with a scrubbed environment (no inherited `GIT_*` variable, no global or
   system config, `HOME` inside the store, replace refs off) and `-c` settings that fix
-  the rest: `tar.umask=022` (files 0644/0755, directories 0755), `core.autocrlf=false`.
+  the rest: `tar.umask` (022 by default: files 0644/0755, directories 0755; the clean
+  room asks for 0: everything writable for a non-root user), `core.autocrlf=false`.
 - Entries get a fixed mtime: git takes it from the commit it archives, so a commit with
   that date (author and committer fixed) is written to the private store for the tree.
   The pax global header git then writes (a `comment=<commit id>` record) is removed, so
@@ -77,7 +78,13 @@ def _prepare(repo: pygit2.Repository, store: Path, tree: pygit2.Oid, mtime: int)
 
 
 def git_archive(
-    repo: pygit2.Repository, store: Path, tree: pygit2.Oid, *, mtime: int, git: str
+    repo: pygit2.Repository,
+    store: Path,
+    tree: pygit2.Oid,
+    *,
+    mtime: int,
+    git: str,
+    umask: int = 0o022,
 ) -> Iterator[bytes]:
     """Yield `tree` as an uncompressed tar (entries owned by 0:0, times `mtime`).
 
@@ -91,7 +98,7 @@ def git_archive(
     argv = [
         git,
         "-c",
-        "tar.umask=022",
+        f"tar.umask=0{umask:o}",
         "-c",
         "core.autocrlf=false",
         "-c",

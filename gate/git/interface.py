@@ -42,10 +42,17 @@ class EvidenceSource(Protocol):
         or None when they would exceed `max_bytes` in total."""
         ...
 
-    def archive(self, tree: TreeId) -> Iterator[bytes]:
+    def entry_mode(self, tree: TreeId, path: bytes) -> int | None:
+        """The git mode of `tree`'s entry at `path` (e.g. 0o120000 a symlink), or None."""
+        ...
+
+    def archive(
+        self, tree: TreeId, *, mtime: int = 1_000_000_000, umask: int = 0o022
+    ) -> Iterator[bytes]:
         """Stream `tree` (from the private object store) as an uncompressed tar.
 
-        Entries are relative paths (no leading `/`), exec bits and symlinks preserved.
+        Entries are relative paths (no leading `/`), exec bits and symlinks preserved,
+        every entry stamped `mtime`; files 0666/0777 and directories 0777 less `umask`.
 
         Raises:
             UnsafeTreeError: an entry could write outside the extraction directory.

@@ -348,6 +348,15 @@ class GitRepository:
             return None
         return BlobId(str(entry.id)), bytes(entry.data)
 
+    def entry_mode(self, tree: TreeId, path: bytes) -> int | None:
+        """The git mode of the entry at `path` in `tree` (private store), or None."""
+        repo = self._store.git if self._store is not None else self._repo
+        try:
+            entry = repo[tree].peel(pygit2.Tree)[path.decode("utf-8", "surrogateescape")]
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+        return int(entry.filemode)
+
     def read_tree_files(
         self, tree: TreeId, wanted: Callable[[bytes], bool], *, max_bytes: int
     ) -> dict[bytes, bytes] | None:
@@ -387,8 +396,12 @@ class GitRepository:
         mtime: int = DEFAULT_MTIME,
         uid: int = 0,
         gid: int = 0,
+        umask: int = 0o022,
     ) -> Iterator[bytes]:
         """Stream `tree` from the private object store as an uncompressed tar.
+
+        `umask` takes bits away from 0666/0777 (files) and 0777 (directories); the clean
+        room asks for 0, so a non-root user can write the tree it is given.
 
         Every name is checked before this returns, so a hostile tree raises here and no
         byte is produced. The result is an iterator of ~1 MiB chunks; docker SDK's
@@ -423,10 +436,12 @@ class GitRepository:
         # only, so another owner (or no git on PATH) takes the pure-Python stream.
         git = fastarchive.git_available()
         if git is None or uid != 0 or gid != 0 or not 0 <= mtime <= fastarchive.MAX_MTIME:
-            return stream_tar(repo, entries, mtime=mtime, uid=uid, gid=gid)
+            return stream_tar(repo, entries, mtime=mtime, uid=uid, gid=gid, umask=umask)
         if self._store is None:  # never write the archive's commit into the user's repo
             self._store = PrivateStore(objects_dir(self._repo))
-        return fastarchive.git_archive(self._store.git, self._store.path, oid, mtime=mtime, git=git)
+        return fastarchive.git_archive(
+            self._store.git, self._store.path, oid, mtime=mtime, git=git, umask=umask
+        )
 
 
 def _raw(path: str) -> bytes:

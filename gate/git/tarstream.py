@@ -271,11 +271,12 @@ def stream_tar(
     mtime: int = DEFAULT_MTIME,
     uid: int = 0,
     gid: int = 0,
+    umask: int = 0o022,
 ) -> Iterator[bytes]:
     """Yield the tar bytes for `entries` (from `tree_entries`) in chunks of about 1 MiB.
 
-    Regular files get 0644 or 0755, directories 0755, symlinks their raw target;
-    gitlinks become empty directories.
+    Regular files get 0666 or 0777, directories 0777, all less `umask` (as `git archive`
+    with `tar.umask`); symlinks their raw target; gitlinks become empty directories.
 
     Raises:
         UnsafeTreeError: a symlink target contains a NUL byte (tar cannot hold it).
@@ -288,7 +289,7 @@ def stream_tar(
     for entry in entries:
         mode = entry.mode
         if entry.oid is None:  # tree or gitlink
-            hdr = _member(entry.path + b"/", 0o755, 0, _TYPE_DIR, b"", mtime, ids)
+            hdr = _member(entry.path + b"/", 0o777 & ~umask, 0, _TYPE_DIR, b"", mtime, ids)
             buf.append(hdr)
             buffered += len(hdr)
         elif mode == _MODE_LINK:
@@ -300,7 +301,7 @@ def stream_tar(
         else:
             _, data = read(entry.oid)
             size = len(data)
-            perm = 0o755 if mode == _MODE_EXEC else 0o644
+            perm = (0o777 if mode == _MODE_EXEC else 0o666) & ~umask
             hdr = _member(entry.path, perm, size, _TYPE_FILE, b"", mtime, ids)
             pad = -size % _BLOCK
             if size >= _CHUNK:

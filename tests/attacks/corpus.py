@@ -1629,3 +1629,10 @@ def by_id(case_id: str) -> Case:
         if case.id == case_id:
             return case
     raise KeyError(case_id)
+
+
+# Attacks on the evidence (SPEC §3.2) live in their own module and count here.
+from tests.attacks.evidence import EVIDENCE_CASES  # noqa: E402
+
+CASES = (*ATTACKS, *EVIDENCE_CASES, *HONEST)  # attacks before honest changes
+ATTACKS = tuple(c for c in CASES if c.kind == "attack")

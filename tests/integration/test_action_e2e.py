@@ -50,8 +50,11 @@ policy:
   protected: ["ops/**"]
 """
 LAX_CONFIG = CONFIG.replace(
-    '[["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider"]]', '[["true"]]'
+    '[["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml=junit.xml"]]\n'
+    "    junit: junit.xml",
+    '[["true"]]',
 )
+assert LAX_CONFIG != CONFIG  # noqa: S101 - the lax branch must really be laxer
 CALC = "def add(a, b):\n    return a + b\n"
 TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
 GIT_ENV = {

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import docker
+import docker.errors
 import pytest
 
 from tests.conftest import CLEANROOM_IMAGE, CONTAINER_LABEL
@@ -163,6 +164,18 @@ class PrivateDaemon:
         with contextlib.closing(self.client()) as c:
             return bool(c.containers.list(filters={"label": CONTAINER_LABEL}))
 
+    def running_command(self, command: str) -> bool:
+        """Whether a process `command` runs in a labeled container (no sleep races)."""
+        with contextlib.closing(self.client()) as c:
+            for container in c.containers.list(filters={"label": CONTAINER_LABEL}):
+                try:
+                    rows = container.top().get("Processes") or []
+                except docker.errors.APIError:
+                    continue  # it went away meanwhile
+                if any(command in " ".join(map(str, row)) for row in rows):
+                    return True
+        return False
+
     def _kill_orphaned_containers(self) -> None:
         """Last resort when the daemon could not be brought back: the shims this daemon's
         containerd started (found by their -address), the processes in their containers'
@@ -246,17 +259,19 @@ def daemon() -> Iterator[PrivateDaemon]:
         d.destroy()
 
 
-def _config(check: str, memory: str = "128m") -> bytes:
+def _config(check: str, memory: str = "128m", phase: str = "test") -> bytes:
+    phases = f"{phase}: {json.dumps(check)}" + (', test: "true"' if phase != "test" else "")
     return (
         f"version: 1\nimage: {CLEANROOM_IMAGE}\n"
         f"defaults: {{timeout: 60, memory: {memory}, pids: 64}}\n"
-        f"checks:\n  - {{name: unit, test: {json.dumps(check)}}}\n"
+        f"checks:\n  - {{name: unit, {phases}}}\n"
     ).encode()
 
 
-def _repo(tmp_path: Path, check: str, memory: str = "128m") -> Path:
+def _repo(tmp_path: Path, check: str, memory: str = "128m", phase: str = "test") -> Path:
     repo = make_repo(tmp_path)
-    base = commit(repo, {b".github/proofgate.yml": _config(check, memory), b"a.txt": b"1\n"})
+    config = _config(check, memory, phase)
+    base = commit(repo, {b".github/proofgate.yml": config, b"a.txt": b"1\n"})
     commit(repo, {b"a.txt": b"2\n"}, branch="pr", parent=base)
     return repo_dir(repo)
 
@@ -306,8 +321,7 @@ def _wait_for_running_check(d: PrivateDaemon, proof: Proof, seconds: float = 60)
     while time.monotonic() < deadline:
         if proof.proc.poll() is not None:
             raise AssertionError(f"prove ended before its check ran: {proof.wait()}")
-        if d.running_labeled():
-            time.sleep(1.0)  # let the exec of `sleep 30` begin
+        if d.running_command("sleep 30"):  # the check's command itself has started
             return
         time.sleep(0.2)
     raise AssertionError("no clean-room container started")
@@ -376,15 +390,17 @@ def test_oom_killed_check_is_failed(daemon: PrivateDaemon, tmp_path: Path) -> No
 # --- Ctrl-C during a proof ------------------------------------------------------------
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
 def test_ctrl_c_during_a_check_is_not_proven_and_cleans_up(
-    daemon: PrivateDaemon, tmp_path: Path
+    daemon: PrivateDaemon, tmp_path: Path, signum: signal.Signals
 ) -> None:
+    """Ctrl-C, or the runner's SIGTERM on cancel, while the check's command runs."""
     path = _repo(tmp_path, "sleep 30")
     before = snapshot(path)
     proof = Proof(path, tmp_path / "out", daemon, tmp_path / "tmpdir")
     _wait_for_running_check(daemon, proof)
     t0 = time.monotonic()
-    proof.proc.send_signal(signal.SIGINT)
+    proof.proc.send_signal(signum)
     code, err = proof.wait(timeout=60)
     assert time.monotonic() - t0 < 25, "Ctrl-C did not stop the running check"
     assert code == 13, err  # a receipt is still written: INCONCLUSIVE, interrupted
@@ -426,7 +442,8 @@ def test_disk_full_under_the_daemon_is_not_proven(
     small_disk_daemon: PrivateDaemon, tmp_path: Path
 ) -> None:
     d = small_disk_daemon
-    path = _repo(tmp_path, "dd if=/dev/zero of=/tmp/fill bs=1M count=256")
+    # in build: the writable layer, on the daemon's disk (the test phase's /tmp is a tmpfs)
+    path = _repo(tmp_path, "dd if=/dev/zero of=/var/tmp/fill bs=1M count=256", phase="build")
     before = snapshot(path)
     proof = Proof(path, tmp_path / "out", d, tmp_path / "tmpdir")
     code, err = proof.wait()

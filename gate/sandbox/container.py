@@ -1,0 +1,596 @@
+"""One check's containers, workspace volume and commands (SPEC §1, §3.2).
+
+A check runs like this (docs/security.md, "The clean room", says why):
+
+1. a fresh Docker volume (local driver, labeled `proofgate=1`) becomes `/workspace`, and
+   the daemon extracts the tree into it (`copy_in`);
+2. setup and build run in a writable container (network only for setup, when
+   configured);
+3. before the test phase that container is committed to a temporary image (labeled like
+   the rest) and killed; every test command then runs in its own new container from that
+   image (or from the configured image when there is nothing to commit) with a read-only
+   root filesystem, fresh tmpfs mounts for /tmp and HOME, and the same volume, so no test
+   command can change the files, the PATH, the site-packages or the processes a later
+   one runs with;
+4. after the last command the container is killed and removed, so every process of the
+   check has ended; then the daemon reads the report from the volume (`readback`);
+5. containers, the temporary image and the volume are removed in a `finally`.
+
+Every command gets `PYTHONPYCACHEPREFIX` (a fresh random directory under /tmp, never the
+tree's `__pycache__`), and test commands `PYTHONNOUSERSITE=1`. Each daemon request runs
+under the client's timeout; a command under its phase's deadline, after which its
+container is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import docker.types
+from docker import APIClient
+
+from gate import junitpath
+from gate.journal import Journal
+from gate.model import (
+    CheckResult,
+    CheckSpec,
+    Command,
+    CommandResult,
+    ImageRef,
+    Phase,
+    PhaseResult,
+    Sha256,
+)
+from gate.sandbox.copy_in import WORKSPACE, close_iterator, copy_tree
+from gate.sandbox.errors import DockerRefused, daemon_gone, docker_errors, is_transport_error
+from gate.sandbox.interface import SandboxError
+from gate.sandbox.output import LogSink, join_until
+from gate.sandbox.readback import read_file, read_report
+
+log = logging.getLogger("gate.sandbox")
+
+LABELS = {"proofgate": "1"}
+_KILL_GRACE_S = 10.0  # how long to wait for an output stream to close after a kill
+_GONE_S = 30.0  # how long a killed container may take to disappear
+
+
+class CheckRun:
+    """State of one check: its volume, its current container, what has run so far."""
+
+    def __init__(
+        self,
+        api: APIClient,
+        spec: CheckSpec,
+        image: ImageRef,
+        journal: Journal,
+        *,
+        log_tail_bytes: int,
+    ) -> None:
+        self.api = api
+        self.spec = spec
+        self.image = image
+        self.journal = journal
+        self.tail = log_tail_bytes
+        self.cid: str | None = None
+        self.holder: str | None = None  # holds the volume mounted; nothing of the check
+        self.volume: str | None = None
+        self.temp_image: str | None = None  # the commit after build, removed at the end
+        self.test_image = image.id  # what test containers start from
+        self.writable = False  # the current container's root filesystem
+        self.networked = False
+        self.user = ""
+        self.home: str | None = None
+        self.pycache = ""
+        self._ended_code: int | None = None
+        self.t_started = 0.0
+
+    @property
+    def container_id(self) -> str:
+        if self.cid is None:
+            raise RuntimeError("the check's container does not exist (yet or any more)")
+        return self.cid
+
+    # --- the check ------------------------------------------------------------------
+
+    def execute(self, tree_tar: Callable[[], Iterator[bytes]]) -> CheckResult:
+        problem = self._prepare(tree_tar)
+        if problem is not None:
+            return CheckResult(name=self.spec.name, image=self.image, started=False, error=problem)
+        phases: list[PhaseResult] = []
+        error: str | None = None
+        test_ran = False
+        for phase, commands in self.spec.phases:
+            if self.networked and phase is not Phase.SETUP:
+                self._detach_network()
+            results, error = self._run_phase(phase, commands)
+            phases.append(PhaseResult(phase=phase, commands=tuple(results)))
+            test_ran = test_ran or phase is Phase.TEST
+            if error is not None or not all(r.ok for r in results):
+                break
+        self._end_processes()  # SPEC §3.2: nothing of the check runs during read-back
+        junit = None
+        if test_ran and self.spec.junit is not None and error is None:
+            junit = self._read_junit(self.spec.junit)
+        return CheckResult(
+            name=self.spec.name,
+            image=self.image,
+            started=True,
+            phases=tuple(phases),
+            error=error,
+            junit_report=junit,
+        )
+
+    def _prepare(self, tree_tar: Callable[[], Iterator[bytes]]) -> str | None:
+        """Volume, first container, start, tree; a message when the check cannot start.
+
+        The volume is a tmpfs of the local driver: mounted while a container using it
+        runs, so the daemon extracts the tree into it through the started (idle) first
+        container, and it is always held by a running container until read-back.
+        """
+        limits = self.spec.limits
+        first = self.spec.phases[0][0] if self.spec.phases else Phase.TEST
+        self.networked = limits.network == "setup" and first is Phase.SETUP
+        try:
+            with docker_errors(f"inspect the image {self.image.name}"):
+                config = self.api.inspect_image(self.image.id).get("Config") or {}
+            self.user = limits.user or str(config.get("User") or "")
+            image_env = dict(str(e).partition("=")[::2] for e in config.get("Env") or [])
+            opened = _non_root(self.user)
+            # 0777 for a non-root user; no sticky bit, so it may remove root's entries
+            options = f"nosuid,nodev,size={limits.memory},mode={'0777' if opened else '0755'}"
+            with docker_errors("create the check's workspace volume"):
+                created = self.api.create_volume(
+                    driver="local",
+                    driver_opts={"type": "tmpfs", "device": "tmpfs", "o": options},
+                    labels=dict(LABELS),
+                )
+            self.volume = str(created["Name"])
+            self.journal.append("volume-created", check=self.spec.name, volume=self.volume[:12])
+            env_home = dict(limits.env).get("HOME") or image_env.get("HOME")
+            if first is Phase.TEST:
+                # unknown for a non-root user without HOME: no tmpfs there, read-only
+                self.home = env_home or (None if opened else "/root")
+            self._create(self.image.id, read_only=first is Phase.TEST)
+            if first is not Phase.TEST:
+                self.home = env_home or self._passwd_home(self.container_id, opened)
+            self._start()
+            copy_tree(self.api, self.container_id, tree_tar, self.journal, check=self.spec.name)
+        except DockerRefused as e:
+            return str(e)
+        return None
+
+    def _passwd_home(self, container: str, opened: bool) -> str | None:
+        """HOME of the check's user from the image's /etc/passwd, read by the daemon
+        before anything of the check ran."""
+        if not opened:
+            return "/root"
+        data = read_file(self.api, container, "/etc/passwd", 1 << 20)
+        name, _, _ = self.user.partition(":")
+        for line in (data or b"").decode("utf-8", "replace").splitlines():
+            fields = line.split(":")
+            if len(fields) >= 6 and name in (fields[0], fields[2]):
+                return fields[5] or None
+        return None
+
+    def _create(self, image: str, *, read_only: bool) -> None:
+        limits = self.spec.limits
+        assert self.volume is not None  # noqa: S101 - created first
+        tmpfs: dict[str, str] = {}
+        if read_only:
+            # Fresh per container (Docker copies the image's content into each one).
+            size = f"size={limits.memory}"
+            tmpfs["/tmp"] = f"rw,exec,nosuid,nodev,{size},mode=1777"  # noqa: S108
+            home = self.home
+            if home and home.startswith("/") and not _overlaps(home, ("/", "/tmp", WORKSPACE)):  # noqa: S108
+                tmpfs[home] = f"rw,exec,nosuid,nodev,{size}"
+        host_config = self.api.create_host_config(
+            network_mode="bridge" if self.networked else "none",
+            init=True,
+            cap_drop=["ALL"],
+            cap_add=list(limits.cap_add) or None,
+            security_opt=["no-new-privileges"],
+            pids_limit=limits.pids,
+            mem_limit=limits.memory,
+            memswap_limit=limits.memory,
+            nano_cpus=int(limits.cpus * 1e9),
+            ipc_mode="private",
+            privileged=False,
+            # The daemon removes a container once it stops: if the daemon dies mid-check,
+            # our `finally` cannot reach it, but a restarted daemon cleans up.
+            auto_remove=True,
+            read_only=read_only,
+            tmpfs=tmpfs or None,
+            mounts=[
+                docker.types.Mount(WORKSPACE, self.volume, type="volume", no_copy=True),
+            ],
+        )
+        with docker_errors(f"create a container from {self.image.name}"):
+            created = self.api.create_container(
+                image,
+                entrypoint=["sleep", "infinity"],
+                command=[],
+                user=limits.user or "",
+                working_dir=WORKSPACE,
+                environment=[f"{k}={v}" for k, v in limits.env],
+                labels=dict(LABELS),
+                hostname="cleanroom",
+                host_config=host_config,
+                network_disabled=False,
+            )
+        self.cid = str(created["Id"])
+        self.writable = not read_only
+        self.pycache = f"/tmp/.proofgate-pycache-{secrets.token_hex(8)}"  # noqa: S108
+        self.journal.append(
+            "container-created",
+            check=self.spec.name,
+            container=self.cid[:12],
+            image=image,
+            network="setup" if self.networked else "none",
+            root="writable" if self.writable else "read-only",
+        )
+
+    def _start(self) -> None:
+        with docker_errors("start the clean-room container"):
+            self.api.start(self.container_id)
+        if not self.t_started:
+            self.t_started = time.monotonic()
+
+    def _to_test_container(self) -> str | None:
+        """A new read-only container for the next test command; after build, from a
+        commit of the build container. A message when that fails."""
+        try:
+            if self.writable:
+                with docker_errors("snapshot the container after the build"):
+                    committed = self.api.commit(self.container_id, pause=True)
+                self.temp_image = self.test_image = str(committed["Id"])
+                self.journal.append("image-committed", check=self.spec.name, image=self.temp_image)
+            self._hold()
+            self._remove_container()
+            self._create(self.test_image, read_only=True)
+            self._start()
+        except DockerRefused as e:
+            return str(e)
+        return None
+
+    def _detach_network(self) -> None:
+        """SPEC §2 `network: setup`: take the network away before build and test."""
+        try:
+            with docker_errors("take the network away after setup"):
+                self.api.disconnect_container_from_network(self.container_id, "bridge", force=True)
+                networks = (
+                    self.api.inspect_container(self.container_id).get("NetworkSettings") or {}
+                ).get("Networks") or {}
+        except DockerRefused as e:
+            raise SandboxError(str(e)) from e
+        if networks:
+            raise SandboxError(f"the container is still attached to {sorted(networks)} after setup")
+        self.networked = False
+        self.journal.append("network-detached", check=self.spec.name)
+
+    # --- ending and removing ------------------------------------------------------------
+
+    def _remove_container(self) -> None:
+        cid, self.cid = self.cid, None
+        self._remove(cid)
+
+    def _remove(self, cid: str | None) -> None:
+        """Kill the container and wait until the daemon has removed it: after this no
+        process of it runs (SPEC §3.2).
+
+        Raises:
+            DockerRefused, SandboxError: the daemon refused, or did not answer in time.
+        """
+        if cid is None:
+            return
+        with contextlib.suppress(DockerRefused), docker_errors("stop the check's container"):
+            self.api.remove_container(cid, force=True, v=False)
+        deadline = time.monotonic() + _GONE_S
+        while True:
+            try:
+                with docker_errors("wait for the check's container to go"):
+                    self.api.inspect_container(cid)
+            except DockerRefused as e:
+                if e.not_found:
+                    break
+                raise
+            if time.monotonic() > deadline:
+                raise SandboxError(
+                    f"the clean-room container {cid[:12]} is still there {_GONE_S:.0f} s "
+                    f"after it was killed; remove it by hand: docker rm -f {cid[:12]}"
+                )
+            time.sleep(0.05)
+        self.journal.append("container-removed", check=self.spec.name, container=cid[:12])
+
+    def _end_processes(self) -> None:
+        """Kill the last container of the check (the holder keeps the volume)."""
+        try:
+            self._remove_container()
+        except DockerRefused as e:
+            raise SandboxError(str(e)) from e
+
+    def _hold(self) -> None:
+        """Start the holder: a container from the configured image (in which nothing of
+        the check ever runs; it runs only the image's idle command) that keeps the volume
+        mounted while the check's containers are replaced, and through which the daemon
+        reads the report after the last of them is gone."""
+        if self.holder is not None:
+            return
+        current, writable, pycache = self.cid, self.writable, self.pycache
+        self.cid = None
+        try:
+            self._create(self.image.id, read_only=True)
+            self.holder = self.cid
+            self._start()
+        finally:
+            self.cid, self.writable, self.pycache = current, writable, pycache
+
+    def remove(self, *, raise_on_failure: bool) -> None:
+        """Remove what the check created: container, temporary image, volume.
+
+        Raises:
+            SandboxError: with `raise_on_failure`, something could not be removed.
+        """
+        failures: list[str] = []
+        steps: list[tuple[str, Callable[[], None]]] = [("container", self._remove_container)]
+        steps.append(("container", self._remove_holder))
+        if self.temp_image is not None:
+            steps.append(("image", self._remove_temp_image))
+        if self.volume is not None:
+            steps.append(("volume", self._remove_volume))
+        for what, step in steps:
+            try:
+                step()
+            except SandboxError as e:
+                log.warning("could not remove the check's %s: %s", what, e)
+                self.journal.append("remove-failed", check=self.spec.name, what=what, error=str(e))
+                failures.append(f"{what}: {e}")
+        if failures and raise_on_failure:
+            raise SandboxError(
+                "cannot remove what the check created (" + "; ".join(failures) + "). "
+                "Remove it by hand: docker ps -a, docker images and docker volume ls "
+                "with --filter label=proofgate=1"
+            )
+
+    def _remove_holder(self) -> None:
+        holder, self.holder = self.holder, None
+        self._remove(holder)
+
+    def _remove_temp_image(self) -> None:
+        image, self.temp_image = self.temp_image, None
+        if image is None:
+            return
+        try:
+            with docker_errors("remove the check's temporary image"):
+                self.api.remove_image(image, force=True, noprune=False)
+        except DockerRefused as e:
+            if not e.not_found:
+                raise
+        self.journal.append("image-removed", check=self.spec.name, image=image)
+
+    def _remove_volume(self) -> None:
+        volume = self.volume
+        if volume is None:
+            return
+        deadline = time.monotonic() + _GONE_S
+        while True:
+            try:
+                with docker_errors("remove the check's workspace volume"):
+                    self.api.remove_volume(volume, force=True)
+                break
+            except DockerRefused as e:
+                if e.not_found:
+                    break
+                # 409: a container being removed still holds it for a moment
+                if e.status != 409 or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        self.volume = None
+        self.journal.append("volume-removed", check=self.spec.name, volume=volume[:12])
+
+    # --- commands -------------------------------------------------------------------
+
+    def _run_phase(
+        self, phase: Phase, commands: tuple[Command, ...]
+    ) -> tuple[list[CommandResult], str | None]:
+        deadline = time.monotonic() + self.spec.limits.timeout
+        results: list[CommandResult] = []
+        if phase is Phase.TEST and (
+            self.spec.junit is not None or self.writable or len(commands) > 1
+        ):
+            self._hold_or_fail()  # the volume must outlive the test phase's containers
+        for command in commands:
+            if phase is Phase.TEST and (self.writable or results):
+                problem = self._to_test_container()
+                if problem is not None:
+                    return results, problem
+            result, error = self._run_command(phase, command.argv, deadline)
+            results.append(result)
+            if error is not None or not result.ok:
+                return results, error
+        return results, None
+
+    def _hold_or_fail(self) -> None:
+        try:
+            self._hold()
+        except DockerRefused as e:
+            raise SandboxError(str(e)) from e
+
+    def _run_command(
+        self, phase: Phase, argv: tuple[str, ...], deadline: float
+    ) -> tuple[CommandResult, str | None]:
+        started = time.monotonic()
+        wall_started = time.time()
+        offset = started - self.t_started
+        sink = LogSink(self.tail)
+        self.journal.append("command-started", check=self.spec.name, phase=phase, argv=argv)
+        exit_code: int | None = None
+        timed_out = False
+        oom = False
+        error: str | None = None
+        environment = [f"PYTHONPYCACHEPREFIX={self.pycache}"]
+        if phase is Phase.TEST:
+            environment.append("PYTHONNOUSERSITE=1")
+        if deadline - started <= 0:
+            timed_out = True
+        else:
+            try:
+                with docker_errors(f"run {list(argv)} in the container"):
+                    exec_id = self.api.exec_create(
+                        self.container_id,
+                        list(argv),
+                        stdout=True,
+                        stderr=True,
+                        tty=False,
+                        user=self.spec.limits.user or "",
+                        workdir=WORKSPACE,
+                        environment=environment,
+                    )["Id"]
+                    stream = self.api.exec_start(exec_id, stream=True, demux=False)
+            except DockerRefused as e:
+                # e.g. the container stopped because a command killed its init.
+                error = str(e)
+            else:
+                left_behind: int | None = None  # the exit status, when processes outlived it
+                self._ended_code = None
+                reader = threading.Thread(
+                    target=sink.consume, args=(stream,), name="proofgate-log", daemon=True
+                )
+                reader.start()
+                try:
+                    # SPEC §3.2: in the test phase a command ends with its process; what
+                    # it left behind is killed with its container before anything is read
+                    ended = (lambda: self._exec_ended(exec_id)) if phase is Phase.TEST else None
+                    join_until(reader, deadline, ended)
+                    if reader.is_alive() and time.monotonic() < deadline:
+                        left_behind = self._ended_code
+                        self._kill()
+                        close_iterator(stream)
+                        reader.join(_KILL_GRACE_S)
+                finally:
+                    if reader.is_alive():
+                        timed_out = True
+                        self._kill()
+                        close_iterator(stream)
+                        reader.join(_KILL_GRACE_S)
+                if not timed_out and sink.error is not None and is_transport_error(sink.error):
+                    raise daemon_gone("read a command's output", sink.error)
+                if left_behind is not None:
+                    exit_code = left_behind
+                    self.journal.append(
+                        "processes-killed", check=self.spec.name, phase=phase, argv=argv
+                    )
+                    if exit_code != 0:
+                        oom = self._oom_killed(wall_started, exit_code)
+                elif not timed_out:
+                    exit_code = self._exit_code(exec_id)
+                    if exit_code is None:
+                        error = f"{list(argv)} ended without an exit status"
+                    elif exit_code != 0:
+                        oom = self._oom_killed(wall_started, exit_code)
+        duration = time.monotonic() - started
+        result = CommandResult(
+            argv=argv,
+            exit_code=exit_code,
+            duration_s=duration,
+            timed_out=timed_out,
+            oom_killed=oom,
+            log_sha256=Sha256(sink.sha256.hexdigest()),
+            log_bytes=sink.size,
+            log_tail=sink.tail_text(),
+            started_offset_s=offset,
+        )
+        self.journal.append(
+            "command-finished",
+            check=self.spec.name,
+            phase=phase,
+            argv=argv,
+            exit_code=exit_code,
+            duration_s=round(duration, 3),
+            timed_out=timed_out,
+            oom_killed=oom,
+            log_sha256=result.log_sha256,
+            log_bytes=sink.size,
+        )
+        return result, error
+
+    def _kill(self) -> None:
+        with contextlib.suppress(DockerRefused), docker_errors("kill the container"):
+            self.api.kill(self.container_id)  # a refusal: it has already stopped
+
+    def _exec_ended(self, exec_id: str) -> bool:
+        try:
+            with docker_errors("inspect a command"):
+                info = self.api.exec_inspect(exec_id)
+        except DockerRefused:
+            return False
+        if info.get("Running") or info.get("ExitCode") is None:
+            return False
+        self._ended_code = int(info["ExitCode"])
+        return True
+
+    def _exit_code(self, exec_id: str) -> int | None:
+        # The stream can close a moment before the daemon records the exit status.
+        for _ in range(50):
+            try:
+                with docker_errors("read an exit status"):
+                    info = self.api.exec_inspect(exec_id)
+            except DockerRefused:
+                return None
+            if not info.get("Running"):
+                code = info.get("ExitCode")
+                return int(code) if code is not None else None
+            time.sleep(0.05)
+        return None
+
+    def _oom_killed(self, since: float, exit_code: int) -> bool:
+        """Whether the kernel's OOM killer struck in this container during the command.
+
+        Docker 20.10 sets State.OOMKilled only when the container's init dies; an OOM
+        kill of an exec'd process shows up as an `oom` event. Newer daemons set both.
+        """
+        try:
+            with docker_errors("inspect the container"):
+                state = self.api.inspect_container(self.container_id).get("State") or {}
+                if state.get("OOMKilled"):
+                    return True
+                # A SIGKILL (137) may come from the OOM killer; its event can lag a little.
+                until = time.time() + (0.5 if exit_code == 137 else 0.0)
+                events = self.api.events(
+                    since=since - 1,
+                    until=until,
+                    filters={"container": [self.container_id], "event": ["oom"]},
+                    decode=True,
+                )
+                return any(True for _ in events)
+        except DockerRefused:
+            return False
+
+    # --- reports --------------------------------------------------------------------
+
+    def _read_junit(self, rel: str) -> bytes | None:
+        """The report, read by the daemon through the reader container."""
+        try:
+            path = junitpath.normalize(rel)
+        except ValueError:
+            self.journal.append("junit-refused", check=self.spec.name, path=rel)
+            return None
+        assert self.holder is not None  # noqa: S101 - started with the test phase
+        return read_report(self.api, self.holder, path, self.journal, check=self.spec.name)
+
+
+def _non_root(user: str) -> bool:
+    name = user.split(":", 1)[0]
+    return name not in ("", "0", "root")
+
+
+def _overlaps(path: str, reserved: tuple[str, ...]) -> bool:
+    path = path.rstrip("/") or "/"
+    return (
+        any(path == r or path.startswith(r.rstrip("/") + "/") for r in reserved if r != "/")
+        or path == "/"
+    )

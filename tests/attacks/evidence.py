@@ -1,0 +1,225 @@
+"""Attacks on the evidence itself (SPEC §3 (8), §3.2): the checked code tries to replace
+what proofgate reads back, the programs that read it, or what a later command runs.
+
+Every case breaks `calc.py` (so an honest run FAILs) and adds a sabotage that, where it
+worked, made the broken change PROVEN. `calc.py` is what the tests import: it is the
+code under test, and no policy rule looks at it. Appended to `corpus.CASES`.
+"""
+
+from __future__ import annotations
+
+import importlib._bootstrap_external as bootstrap
+import importlib.util
+import sys
+from collections.abc import Callable
+
+from tests.attacks.corpus import (
+    CALC,
+    CALC_BROKEN,
+    FAILED,
+    FAKE_JUNIT,
+    INCONCLUSIVE,
+    PYTEST,
+    Built,
+    Case,
+    F,
+    Workspace,
+    _attack,
+    base_tree,
+    config,
+    simple,
+    wants_reason,
+    with_inspect,
+)
+from tests.gitutil import Symlink
+
+_PYTEST_JUNIT = PYTEST[:-1] + ', "--junitxml=reports/junit.xml"]'
+_SMOKE = '["python3", "-c", "import calc"]'  # a first test command that imports the code
+# A config where the report, not the exit status, judges the tests.
+_JUDGED_BY_REPORT = (
+    '"python3 -m pytest -q -p no:cacheprovider --junitxml=reports/junit.xml || true"'
+)
+
+
+def _sabotage(payload: str) -> bytes:
+    """The broken calc.py, which runs `payload` (Python) once, when it is imported."""
+    return (
+        CALC_BROKEN
+        + b"\n\ntry:\n"
+        + b"".join(b"    " + line.encode() + b"\n" for line in payload.splitlines())
+        + b"except OSError:\n    pass\n"
+    )
+
+
+def _with_config(cfg: bytes, pr: dict[bytes, object]) -> Callable[[Workspace], Built]:
+    base = base_tree(**{".github/proofgate.yml": cfg})
+    return simple(pr, base)  # type: ignore[arg-type]
+
+
+_FAKE = FAKE_JUNIT.decode()
+_SHIM_PYTHON = f"""import os
+os.makedirs("reports", exist_ok=True)
+open("reports/junit.xml", "w").write({_FAKE!r})
+print("1 passed")
+"""
+# a python3 early on PATH that forges a report and exits 0 (the image's PATH starts
+# with /usr/local/bin)
+PLANT_PYTHON3 = f"""import os, sys
+with open("/usr/local/bin/python3", "w") as f:
+    f.write("#!" + sys.executable + " -I\\n" + {_SHIM_PYTHON!r})
+os.chmod("/usr/local/bin/python3", 0o755)
+"""
+
+_PTH_LINE = (
+    "import os, sys; 'pytest' in sys.orig_argv and (os.makedirs('reports', exist_ok=True), "
+    f"open('reports/junit.xml', 'w').write({_FAKE!r}), os._exit(0))"
+)
+PLANT_PTH_SITE = f"""import site
+open(site.getsitepackages()[0] + "/zz-shim.pth", "w").write({_PTH_LINE!r} + "\\n")
+"""
+PLANT_PTH_USER = f"""import os, site
+os.makedirs(site.getusersitepackages(), exist_ok=True)
+open(site.getusersitepackages() + "/zz-shim.pth", "w").write({_PTH_LINE!r} + "\\n")
+"""
+
+# A `tar` first on PATH: what an in-container read-back would have run by name.
+_FORGING_TAR = f"""#!/bin/sh
+# forged read-back: a tar holding a passing report
+exec python3 -I -c 'import io, sys, tarfile
+data = {FAKE_JUNIT!r}
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w") as t:
+    i = tarfile.TarInfo("junit.xml"); i.size = len(data); t.addfile(i, io.BytesIO(data))
+sys.stdout.buffer.write(buf.getvalue())'
+"""
+PLANT_TAR = f"""import os
+for d in ("/usr/local/bin", "/usr/local/sbin"):
+    with open(d + "/tar", "w") as f:
+        f.write({_FORGING_TAR!r})
+    os.chmod(d + "/tar", 0o755)
+"""
+PLANT_SLEEPING_TAR = """import os
+for d in ("/usr/local/bin", "/usr/local/sbin"):
+    with open(d + "/tar", "w") as f:
+        f.write("#!/bin/sh\\nexec sleep 3600\\n")
+    os.chmod(d + "/tar", 0o755)
+"""
+# A detached process that rewrites the report once the test command has ended.
+BACKGROUND_REWRITE = f"""import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        parent = os.getppid()
+        time.sleep(1.5)
+        os.makedirs("reports", exist_ok=True)
+        open("reports/junit.xml", "w").write({_FAKE!r})
+        os._exit(0)
+    os._exit(0)
+"""
+
+
+def _shim_case(plant: str) -> Callable[[Workspace], Built]:
+    cfg = config(
+        f"  - {{name: unit, test: [{_SMOKE}, {_PYTEST_JUNIT}], junit: reports/junit.xml}}\n"
+    )
+    return with_inspect(
+        _with_config(cfg, {b"calc.py": _sabotage(plant)}), wants_reason("check-failed")
+    )
+
+
+def _report_judged(plant: str, timeout: int = 30) -> Callable[[Workspace], Built]:
+    cfg = config(
+        f"  - {{name: unit, test: [{_JUDGED_BY_REPORT}], junit: reports/junit.xml}}\n",
+        timeout=timeout,
+    )
+    return _with_config(cfg, {b"calc.py": _sabotage(plant)})
+
+
+def _committed_report(junit: str, pr: dict[bytes, object]) -> Callable[[Workspace], Built]:
+    cfg = config(f'  - {{name: unit, test: "true", junit: "{junit}"}}\n')
+    return with_inspect(
+        _with_config(cfg, {b"calc.py": CALC_BROKEN, **pr}), wants_reason("junit-invalid")
+    )
+
+
+def _pyc(source: bytes, *, mtime: int | None, size: int) -> bytes:
+    code = compile(source, "calc.py", "exec")
+    if mtime is None:  # hash-based, unchecked: never compared with the source
+        digest = importlib.util.source_hash(source)
+        return bytes(bootstrap._code_to_hash_pyc(code, digest, False))  # type: ignore[attr-defined]
+    return bytes(bootstrap._code_to_timestamp_pyc(code, mtime, size))  # type: ignore[attr-defined]
+
+
+def _committed_bytecode(*, unchecked: bool) -> Callable[[Workspace], Built]:
+    """Good bytecode for the broken source, where the interpreter looks first; its header
+    matches the mtime every materialized file used to get and the broken source's size."""
+    pyc = _pyc(CALC, mtime=None if unchecked else 1_000_000_000, size=len(CALC_BROKEN))
+    name = f"__pycache__/calc.{sys.implementation.cache_tag}.pyc".encode()
+    return with_inspect(simple({b"calc.py": CALC_BROKEN, name: pyc}), wants_reason("check-failed"))
+
+
+EVIDENCE_CASES: tuple[Case, ...] = (
+    _attack(
+        "shim-python3-on-path",
+        "a first test command plants a `python3` early on PATH that forges the report",
+        F({FAILED}),
+        _shim_case(PLANT_PYTHON3),
+    ),
+    _attack(
+        "shim-pth-in-site-packages",
+        "a first test command plants a `.pth` in site-packages that ends pytest with exit 0",
+        F({FAILED}),
+        _shim_case(PLANT_PTH_SITE),
+    ),
+    _attack(
+        "shim-pth-in-user-site",
+        "a first test command plants a `.pth` in the user site directory",
+        F({FAILED}),
+        _shim_case(PLANT_PTH_USER),
+    ),
+    _attack(
+        "readback-tar-replaced",
+        "the tests put a forging `tar` first on PATH for proofgate's read-back",
+        F({FAILED, INCONCLUSIVE}),
+        _report_judged(PLANT_TAR),
+    ),
+    _attack(
+        "readback-tar-sleeps",
+        "the tests put a `tar` that never ends first on PATH, to hang the read-back",
+        F({FAILED, INCONCLUSIVE}),
+        _report_judged(PLANT_SLEEPING_TAR, timeout=5),
+    ),
+    _attack(
+        "report-rewritten-after-the-command",
+        "a detached process rewrites the report after the test command ended",
+        F({FAILED, INCONCLUSIVE}),
+        _report_judged(BACKGROUND_REWRITE),
+    ),
+    _attack(
+        "junit-committed-dot-slash",
+        "a committed report, the config spelling the path ./reports/junit.xml",
+        F({INCONCLUSIVE}),
+        _committed_report("./reports/junit.xml", {b"reports/junit.xml": FAKE_JUNIT}),
+    ),
+    _attack(
+        "junit-dir-symlink-to-committed-file",
+        "a committed symlink points the report directory at a committed report",
+        F({INCONCLUSIVE}),
+        _committed_report(
+            "reports/junit.xml",
+            {b"reports": Symlink(b"fixtures"), b"fixtures/junit.xml": FAKE_JUNIT},
+        ),
+    ),
+    _attack(
+        "pyc-committed-timestamp",
+        "good bytecode committed for the broken module, its header matching the old mtime",
+        F({FAILED}),
+        _committed_bytecode(unchecked=False),
+    ),
+    _attack(
+        "pyc-committed-unchecked-hash",
+        "good bytecode committed for the broken module as an unchecked hash-based pyc",
+        F({FAILED}),
+        _committed_bytecode(unchecked=True),
+    ),
+)
