@@ -113,6 +113,7 @@ def fingerprint(
         "budgets": {"files": spec.budgets.files, "lines": spec.budgets.lines},
         "thresholds": (thresholds or Thresholds()).to_dict(),
         "config_path": config_path,
+        **({"egress": {name: list(hosts) for name, hosts in spec.egress}} if spec.egress else {}),
     }
     return Sha256(hashlib.sha256(canonical_json(doc)).hexdigest())
 

@@ -28,9 +28,11 @@ Hardening, and what each choice does *not* cover:
   or the user's checkout (SPEC §1). Not covered: what the image itself contains; it is
   pinned by id and recorded in the receipt, and it is trusted like the configuration.
 - **No network** (`network_mode="none"`: only a loopback interface). With `network: setup`
-  the container starts on Docker's default bridge and is disconnected from it before the
-  build phase; the disconnection is verified, and a failure ends the run as a clean-room
-  error. Not covered: what the setup phase downloads (pin and hash it in your setup).
+  and a non-empty `egress` allowlist the container starts on a per-check internal network
+  whose only exit is the egress broker (`gate.sandbox.egress`), and is disconnected from
+  it before the build phase; the disconnection is verified, and a failure ends the run as
+  a clean-room error. With an empty allowlist there is no network at all. Not covered:
+  what the setup phase downloads from an allowed host (pin and hash it in your setup).
 - **No host environment.** A command sees only the configured `env`, the image's own
   `ENV`, and what the runtime adds: `PATH` (the image's, or Docker's default), `HOME`
   (from the container's passwd), `HOSTNAME`. No secrets or tokens of the host process.
@@ -96,6 +98,7 @@ from gate.model import (
     PhaseResult,
     Sha256,
 )
+from gate.sandbox.egress import EgressBroker, EgressStartError
 from gate.sandbox.interface import ImageError, SandboxError
 
 if TYPE_CHECKING:
@@ -221,11 +224,15 @@ class DockerSandbox:
         """
         run = _CheckRun(self, spec, image, journal)
         try:
-            result = run.execute(tree_tar)
-        except BaseException:
-            run.remove(raise_on_failure=False)
-            raise
-        run.remove(raise_on_failure=True)
+            try:
+                result = run.execute(tree_tar)
+            except BaseException:
+                run.remove(raise_on_failure=False)
+                raise
+            run.remove(raise_on_failure=True)
+        finally:
+            if run.egress is not None:  # after the container: the network must be free
+                run.egress.close()
         return result
 
 
@@ -272,6 +279,7 @@ class _CheckRun:
         self.t_started = 0.0
         self.networked = False
         self.workspace_in_memory = False
+        self.egress: EgressBroker | None = None
 
     @property
     def container_id(self) -> str:
@@ -296,6 +304,7 @@ class _CheckRun:
             test_ran = test_ran or phase is Phase.TEST
             if error is not None or not all(r.ok for r in results):
                 break
+        egress = self.egress.finish() if self.egress is not None else None
         junit = None
         if test_ran and self.spec.junit is not None and error is None:
             junit = self._read_junit(self.spec.junit)
@@ -306,6 +315,7 @@ class _CheckRun:
             phases=tuple(phases),
             error=error,
             junit_report=junit,
+            egress=egress,
         )
 
     def _create_and_fill(self, tree_tar: Callable[[], Iterator[bytes]]) -> str | None:
@@ -320,6 +330,20 @@ class _CheckRun:
         self.networked = limits.network == "setup" and any(
             p is Phase.SETUP for p, _ in self.spec.phases
         )
+        # SPEC §2 `egress`: setup reaches only the allowlist, through the broker; with an
+        # empty allowlist `network: setup` means no network at all.
+        self.networked = self.networked and bool(limits.egress)
+        if self.networked:
+            try:
+                self.egress = EgressBroker.start(
+                    self.api,
+                    check=self.spec.name,
+                    image=self.image,
+                    allowlist=limits.egress,
+                    journal=self.journal,
+                )
+            except EgressStartError as e:
+                return str(e)
         try:
             user = self._effective_user()
         except docker.errors.APIError as e:
@@ -345,7 +369,8 @@ class _CheckRun:
     def _create(self, *, tmpfs: bool, opened: bool) -> str | None:
         limits = self.spec.limits
         host_config = self.api.create_host_config(
-            network_mode="bridge" if self.networked else "none",
+            network_mode=self.egress.network if self.egress is not None else "none",
+            dns=self.egress.dns if self.egress is not None else None,
             init=True,
             cap_drop=["ALL"],
             cap_add=list(limits.cap_add) or None,
@@ -370,7 +395,8 @@ class _CheckRun:
                 command=[],
                 user=limits.user or "",
                 working_dir=WORKSPACE,
-                environment=[f"{k}={v}" for k, v in limits.env],
+                environment=[f"{k}={v}" for k, v in limits.env]
+                + (self.egress.env if self.egress is not None else []),
                 labels=dict(LABELS),
                 hostname="cleanroom",
                 host_config=host_config,
@@ -516,17 +542,10 @@ class _CheckRun:
 
     def _detach_network(self) -> None:
         """SPEC §2 `network: setup`: take the network away before build and test."""
-        try:
-            self.api.disconnect_container_from_network(self.container_id, "bridge", force=True)
-            networks = (
-                self.api.inspect_container(self.container_id).get("NetworkSettings") or {}
-            ).get("Networks") or {}
-        except docker.errors.APIError as e:
-            raise SandboxError(f"cannot take the network away after setup: {e}") from e
-        except (docker.errors.DockerException, *_TRANSPORT_ERRORS) as e:
-            raise _daemon_gone("detaching the network", e) from e
-        if networks:
-            raise SandboxError(f"the container is still attached to {sorted(networks)} after setup")
+        if self.egress is None:
+            raise RuntimeError("a networked check without its egress broker")
+        self.egress.detach(self.container_id)
+        self.egress.finish()  # the broker stops before build: nothing is left to reach
         self.networked = False
         self.journal.append("network-detached", check=self.spec.name)
 
