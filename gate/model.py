@@ -138,6 +138,8 @@ class ReasonCode(enum.StrEnum):
     JUNIT_INVALID = "junit-invalid"
     JUNIT_NO_TESTS = "junit-no-tests"
     JUNIT_FAILURES = "junit-failures"
+    # egress (8): the broker's record of setup's connections could not be read whole
+    EGRESS_UNRECORDED = "egress-unrecorded"
     # the run itself
     INTERRUPTED = "interrupted"
 

