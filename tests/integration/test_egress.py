@@ -24,9 +24,10 @@ from gate.journal import Journal
 from gate.model import CheckResult, CheckSpec, Command, ImageRef, Limits, Phase
 from gate.sandbox.docker import DockerSandbox
 from gate.sandbox.egress import UNSAFE_ALLOW_NETS_ENV, UNSAFE_HOSTS_ENV, UNSAFE_NETWORK_ENV
-from tests.integration.test_sandbox import TREE, TreeFn, make_tree
+from tests.integration.test_sandbox import TREE, TreeFn, bridge_gateway, make_tree
 
 pytestmark = pytest.mark.docker
+__all__ = ["bridge_gateway"]  # a fixture shared with test_sandbox
 
 REGISTRY = "registry.proofgate.test"
 PRIVATE = "private.proofgate.test"  # on the allowlist, but resolves to a private address
@@ -413,3 +414,48 @@ def test_refused_connection_fails_the_check_with_the_reason_in_its_log(
     assert attempt["reason"] == "not-allowed"
     tail = check["phases"][0]["commands"][0]["log_tail"]
     assert "proofgate egress refused exfil.proofgate.test:8000 (not-allowed)" in tail
+
+
+GATEWAY_PROBE = r"""
+import socket, struct, urllib.request, urllib.error
+route = [l.split() for l in open("/proc/net/route").read().splitlines()[1:]]
+gws = [socket.inet_ntoa(struct.pack("<I", int(r[2], 16))) for r in route if r[1] == "00000000"]
+for host in gws + ["BRIDGE_GW"]:
+    try:
+        socket.create_connection((host, PORT), timeout=3).close()
+        print("DIRECT-REACHED", host)
+    except OSError as e:
+        print("direct-refused", host, e)
+try:
+    urllib.request.urlopen("http://BRIDGE_GW:PORT/", timeout=10)
+    print("PROXY-REACHED")
+except urllib.error.HTTPError as e:
+    print("proxy-refused", e.code)
+"""
+
+
+def test_pr_code_in_setup_cannot_reach_the_host(
+    sandbox: DockerSandbox,
+    image: ImageRef,
+    unsafe_env: Registry,
+    bridge_gateway: str,
+) -> None:
+    # docs/security.md's finding: repository code run by setup (a dynamic version) fetched
+    # a host-only URL. The host listens on every interface; neither the internal network's
+    # gateway (the host has no address there) nor the default bridge's is reachable, and
+    # the broker refuses the host's address as an IP literal.
+    from tests.integration.test_sandbox import _Listener
+
+    listener = _Listener()
+    try:
+        script = GATEWAY_PROBE.replace("BRIDGE_GW", bridge_gateway).replace(
+            "PORT", str(listener.port)
+        )
+        result = run(sandbox, image, spec(setup=["python3 - <<'EOF'\n" + script + "\nEOF"]))
+        tail = result.phases[0].commands[0].log_tail
+        assert "direct-refused" in tail, tail
+        assert "REACHED" not in tail, tail
+        assert "proxy-refused 403" in tail, tail
+        assert listener.accepted == 0
+    finally:
+        listener.sock.close()
