@@ -552,6 +552,7 @@ class EgressAttempt:
     bytes_up: int = 0
     bytes_down: int = 0
     duration_s: float = 0.0
+    open_at_stop: bool = False  # still open when the broker stopped (bytes so far)
 
     def to_dict(self) -> JsonDict:
         return {
@@ -564,6 +565,7 @@ class EgressAttempt:
             "bytes_up": self.bytes_up,
             "bytes_down": self.bytes_down,
             "duration_s": round(self.duration_s, 3),
+            "open_at_stop": self.open_at_stop,
         }
 
 

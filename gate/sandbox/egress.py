@@ -16,11 +16,14 @@ container. Here, per check:
 4. after setup: disconnect the setup container (verified), stop the broker, read its log
    through the daemon (`get_archive` on the stopped container: nothing the check runs
    can write there), and remove broker and network; `close()` removes them on every
-   other path too (failure, timeout, Ctrl-C).
+   other path too (failure, timeout, Ctrl-C). The broker is stopped with SIGTERM, logs
+   every connection still open (`open_at_stop`) and a summary line, and waits: the log
+   is read from the live container, which is then removed (it is auto-removed, so a
+   daemon that died and restarts removes it too).
 
-What is not covered: if the Docker daemon dies mid-check, the network and the stopped
-broker stay behind (both labeled `proofgate=1`; `docker network prune --filter
-label=proofgate=1` removes them); a setup container granted NET_ADMIN or NET_RAW can
+What is not covered: if the Docker daemon dies mid-check, the internal network stays
+behind (labeled `proofgate=1`; `docker network prune --filter label=proofgate=1`
+removes it); a setup container granted NET_ADMIN or NET_RAW can
 craft frames on the internal network's bridge (the defaults drop both).
 """
 
@@ -86,7 +89,7 @@ LABELS = {"proofgate": "1"}
 _DIR = "/proofgate-egress"
 _BROKER_USER = "65534:65534"  # nobody: the broker needs no privilege of its own
 _READY_DEADLINE_S = 30.0
-_STOP_GRACE_S = 5
+_STOP_DEADLINE_S = 10.0
 _LOG_MAX_BYTES = 32 * 1024 * 1024
 _MAX_ENTRIES = 100_000
 _TRANSPORT = (requests.exceptions.ConnectionError, requests.exceptions.Timeout, ConnectionError)
@@ -187,6 +190,7 @@ def _attempt(entry: Mapping[str, object]) -> EgressAttempt:
         bytes_up=_int(entry.get("bytes_up")) or 0,
         bytes_down=_int(entry.get("bytes_down")) or 0,
         duration_s=float(duration) if isinstance(duration, (int, float)) else 0.0,
+        open_at_stop=entry.get("open_at_stop") is True,
     )
 
 
@@ -356,6 +360,9 @@ class EgressBroker:
             privileged=False,
             # DNS on port 53 as an unprivileged user; and never route for anyone.
             sysctls={"net.ipv4.ip_unprivileged_port_start": "0", "net.ipv4.ip_forward": "0"},
+            # If the daemon dies mid-check, a restarted daemon removes it (as it does the
+            # check's container); the log is read from the running broker (see finish).
+            auto_remove=True,
         )
         with _daemon("create the egress broker"):
             broker = self.api.create_container(
@@ -457,9 +464,7 @@ class EgressBroker:
         data: bytes | None = None
         try:
             if self.broker_id is not None:
-                self.api.stop(self.broker_id, timeout=_STOP_GRACE_S)
-                stream, _ = self.api.get_archive(self.broker_id, f"{_DIR}/log.jsonl")
-                data = _single_file(stream)
+                data = self._final_log(self.broker_id)
         except docker.errors.APIError as e:
             self.journal.append("egress-log-unreadable", check=self.check, error=str(e)[:300])
         except (docker.errors.DockerException, *_TRANSPORT) as e:
@@ -478,6 +483,21 @@ class EgressBroker:
         self.close()
         return self.record
 
+    def _final_log(self, broker_id: str) -> bytes | None:
+        """SIGTERM the broker, which logs its still-open connections and a summary line
+        and then only waits; read the log once the summary is there (under a deadline).
+        None when it never appears (the record is then incomplete)."""
+        self.api.kill(broker_id, signal="SIGTERM")
+        deadline = time.monotonic() + _STOP_DEADLINE_S
+        while True:
+            stream, _ = self.api.get_archive(broker_id, f"{_DIR}/log.jsonl")
+            data = _single_file(stream)
+            if data is not None and _has_summary(data):
+                return data
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.05)
+
     def close(self) -> None:
         """Remove the broker and the network, whatever state they are in (best effort)."""
         broker_id, self.broker_id = self.broker_id, None
@@ -487,6 +507,9 @@ class EgressBroker:
                 self.api.remove_container(broker_id, force=True, v=True)
             except docker.errors.NotFound:
                 pass
+            except docker.errors.APIError as e:
+                if e.status_code != 409:  # 409: the daemon is already removing it
+                    self._cleanup_failed("broker", broker_id, e)
             except (docker.errors.DockerException, *_TRANSPORT) as e:
                 self._cleanup_failed("broker", broker_id, e)
         if network_id is not None:
@@ -522,6 +545,15 @@ class EgressBroker:
         self.journal.append(
             "egress-remove-failed", check=self.check, what=what, id=ident[:12], error=str(e)[:300]
         )
+
+
+def _has_summary(data: bytes) -> bool:
+    last = data.rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    try:
+        entry = json.loads(last)
+    except ValueError:
+        return False
+    return isinstance(entry, dict) and entry.get("kind") == "summary"
 
 
 def _single_file(stream: Iterator[bytes]) -> bytes | None:

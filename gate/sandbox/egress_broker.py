@@ -316,9 +316,12 @@ class Log:
         self._max = max_entries
         self.written = 0
         self.dropped = 0
+        self.closed = False
 
     def write(self, entry: dict[str, object]) -> None:
         with self._lock:
+            if self.closed:
+                return
             if self.written >= self._max:
                 self.dropped += 1
                 return
@@ -328,6 +331,7 @@ class Log:
 
     def close(self) -> None:
         with self._lock:
+            self.closed = True
             self._file.write(
                 json.dumps({"kind": "summary", "written": self.written, "dropped": self.dropped})
                 + "\n"
@@ -340,6 +344,25 @@ class Broker:
         self.settings = settings
         self.log = Log(settings.log_path, settings.max_entries)
         self._slots = threading.BoundedSemaphore(_MAX_CLIENTS)
+        # Connections being relayed: logged at the end, or by `stop` if still open then.
+        self._open: dict[int, tuple[dict[str, object], list[int], float]] = {}
+        self._open_lock = threading.Lock()
+
+    def stop(self) -> None:
+        """Log every connection still open (with its bytes so far), then the summary.
+
+        After this nothing more is logged: the log proofgate reads is final."""
+        with self._open_lock:
+            for entry, counts, t0 in self._open.values():
+                entry.update(
+                    bytes_up=counts[0],
+                    bytes_down=counts[1],
+                    duration_s=round(time.monotonic() - t0, 3),
+                    open_at_stop=True,
+                )
+                self.log.write(entry)
+            self._open.clear()
+            self.log.close()
 
     # client acceptance ----------------------------------------------------------
 
@@ -449,18 +472,28 @@ class Broker:
             return
         entry["address"] = upstream.getpeername()[0]
         entry["decision"] = "allowed"
-        up = down = 0
+        counts = [0, 0]
+        key = id(entry)
+        with self._open_lock:
+            self._open[key] = (entry, counts, t0)
         try:
             if path is None:
                 conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 first = rest
             else:
                 first = _rewrite_head(method, path, version, header_block) + rest
-            up, down = _relay(conn, upstream, first)
+            _relay(conn, upstream, first, counts)
         finally:
             _close(upstream)
-            entry.update(bytes_up=up, bytes_down=down, duration_s=round(time.monotonic() - t0, 3))
-            self.log.write(entry)
+            with self._open_lock:
+                still_open = self._open.pop(key, None) is not None
+            if still_open:  # else `stop` logged it already
+                entry.update(
+                    bytes_up=counts[0],
+                    bytes_down=counts[1],
+                    duration_s=round(time.monotonic() - t0, 3),
+                )
+                self.log.write(entry)
 
     def _refuse(
         self,
@@ -680,9 +713,9 @@ def _connect_any(addresses: Sequence[str], port: int) -> socket.socket | None:
     return None
 
 
-def _relay(client: socket.socket, upstream: socket.socket, first: bytes) -> tuple[int, int]:
-    """Copy both ways until both sides are done; (bytes client->upstream, upstream->client)."""
-    counts = [0, 0]
+def _relay(client: socket.socket, upstream: socket.socket, first: bytes, counts: list[int]) -> None:
+    """Copy both ways until both sides are done, counting into `counts` as it goes
+    ([bytes client->upstream, bytes upstream->client])."""
 
     def pump(src: socket.socket, dst: socket.socket, index: int) -> None:
         try:
@@ -707,7 +740,6 @@ def _relay(client: socket.socket, upstream: socket.socket, first: bytes) -> tupl
     back.start()
     pump(client, upstream, 0)
     back.join()
-    return counts[0], counts[1]
 
 
 def _recv_exact(conn: socket.socket, n: int) -> bytes:
@@ -767,8 +799,11 @@ def main(argv: Sequence[str]) -> int:
         f.write("ready\n")
     while not stop.wait(3600):
         pass
-    broker.log.close()
-    return 0
+    broker.stop()
+    # Keep running: proofgate reads the final log from the live container, then removes
+    # it (the container is auto-removed when it stops, also by a restarted daemon).
+    while True:
+        time.sleep(3600)
 
 
 if __name__ == "__main__":

@@ -459,3 +459,25 @@ def test_pr_code_in_setup_cannot_reach_the_host(
         assert listener.accepted == 0
     finally:
         listener.sock.close()
+
+
+HOLD_OPEN = (
+    'nohup python3 -c "import http.client, os, time; '
+    "c = http.client.HTTPConnection(os.environ['HTTP_PROXY'].split('//')[1].split(':')[0], 3128); "
+    f"c.set_tunnel('{REGISTRY}', 8000); c.connect(); c.sock.sendall(b'held'); time.sleep(300)\" "
+    ">/dev/null 2>&1 & sleep 2"
+)
+
+
+def test_connection_still_open_after_setup_is_recorded(
+    sandbox: DockerSandbox, image: ImageRef, unsafe_env: Registry
+) -> None:
+    # A process left running by setup keeps a tunnel open: the broker is stopped before
+    # build, and the record still has the connection, with the bytes it carried so far.
+    result = run(sandbox, image, spec(setup=[HOLD_OPEN], build=["true"]))
+    assert result.phases[0].ok, result.phases[0].commands[0].log_tail
+    (attempt,) = _attempts(result)
+    assert attempt["kind"] == "connect"
+    assert attempt["allowed"] is True
+    assert attempt["open_at_stop"] is True
+    assert attempt["bytes_up"] == 4
