@@ -1,0 +1,92 @@
+"""The egress broker when the Docker daemon dies mid-setup (a private dockerd, killed).
+
+The private daemon has no default bridge (it runs in a network namespace of its own), so
+the broker's outside leg joins a network created in it (the test-only
+PROOFGATE_UNSAFE_EGRESS_NETWORK). Nothing is reached; only what is left behind matters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gate.sandbox.egress import UNSAFE_NETWORK_ENV
+from tests.gitutil import commit, make_repo, repo_dir
+from tests.integration.test_faults import (
+    CLEANROOM_IMAGE,
+    PrivateDaemon,
+    Proof,
+    _private_daemon_problem,
+)
+
+pytestmark = pytest.mark.docker
+
+
+def _wait_for_setup(d: PrivateDaemon, proof: Proof, seconds: float = 90) -> None:
+    """Until the check's own container runs (the broker, labeled with a role, starts first)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proof.proc.poll() is not None:
+            raise AssertionError(f"prove ended before its setup ran: {proof.wait()}")
+        with contextlib.closing(d.client()) as c:
+            running = c.containers.list(filters={"label": "proofgate=1"})
+            if any("proofgate.role" not in x.labels for x in running):
+                time.sleep(1.0)  # let the exec of `sleep 30` begin
+                return
+        time.sleep(0.2)
+    raise AssertionError("the check's container did not start")
+
+
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[PrivateDaemon]:
+    problem = _private_daemon_problem()
+    if problem is not None:
+        pytest.skip(problem)
+    d = PrivateDaemon(Path(tempfile.mkdtemp(prefix="pgd-")))
+    try:
+        d.start()
+        d.load_cleanroom_image()
+        yield d
+    finally:
+        d.destroy()
+
+
+def test_daemon_killed_mid_setup_leaves_no_broker(
+    daemon: PrivateDaemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with contextlib.closing(daemon.client()) as c:
+        outside = c.networks.create("egress-outside", driver="bridge")
+    monkeypatch.setenv(UNSAFE_NETWORK_ENV, outside.name)
+    config = (
+        f"version: 1\nimage: {CLEANROOM_IMAGE}\n"
+        "defaults: {timeout: 60, memory: 128m, pids: 64}\n"
+        "checks:\n  - {name: unit, network: setup, egress: ['index.example.org:443'], "
+        "setup: 'sleep 30', test: 'true'}\n"
+    ).encode()
+    repo = make_repo(tmp_path)
+    base = commit(repo, {b".github/proofgate.yml": config, b"a.txt": b"1\n"})
+    commit(repo, {b"a.txt": b"2\n"}, branch="pr", parent=base)
+    proof = Proof(repo_dir(repo), tmp_path / "out", daemon, tmp_path / "tmpdir")
+    _wait_for_setup(daemon, proof)
+    daemon.kill()
+    code, err = proof.wait()
+    assert code in (10, 13), err
+    assert "Traceback" not in err, err
+    daemon.start()
+    time.sleep(2)  # the restarted daemon restores, and with AutoRemove removes, containers
+    left = daemon.labeled_containers()
+    with contextlib.closing(daemon.client()) as c:
+        networks = [n.name for n in c.networks.list(filters={"label": "proofgate=1"})]
+        for cid in left:
+            c.containers.get(cid).remove(force=True)
+        for name in networks:
+            c.networks.get(name).remove()
+        c.networks.get(outside.name).remove()
+    assert left == []  # neither the check's container nor the broker
+    # Documented in docs/egress.md: the internal network outlives a dead daemon.
+    assert len(networks) == 1
