@@ -8,23 +8,17 @@ PROOFGATE_UNSAFE_EGRESS_NETWORK). Nothing is reached; only what is left behind m
 from __future__ import annotations
 
 import contextlib
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gate.sandbox.egress import UNSAFE_NETWORK_ENV
 from tests.gitutil import commit, make_repo, repo_dir
-from tests.integration.test_faults import (
-    CLEANROOM_IMAGE,
-    PrivateDaemon,
-    Proof,
-    _private_daemon_problem,
-)
+from tests.integration.test_faults import CLEANROOM_IMAGE, PrivateDaemon, Proof, daemon
 
 pytestmark = pytest.mark.docker
+__all__ = ["daemon"]  # the private-daemon fixture of test_faults
 
 
 def _wait_for_setup(d: PrivateDaemon, proof: Proof, seconds: float = 90) -> None:
@@ -40,20 +34,6 @@ def _wait_for_setup(d: PrivateDaemon, proof: Proof, seconds: float = 90) -> None
                 return
         time.sleep(0.2)
     raise AssertionError("the check's container did not start")
-
-
-@pytest.fixture(scope="module")
-def daemon() -> Iterator[PrivateDaemon]:
-    problem = _private_daemon_problem()
-    if problem is not None:
-        pytest.skip(problem)
-    d = PrivateDaemon(Path(tempfile.mkdtemp(prefix="pgd-")))
-    try:
-        d.start()
-        d.load_cleanroom_image()
-        yield d
-    finally:
-        d.destroy()
 
 
 def test_daemon_killed_mid_setup_leaves_no_broker(
