@@ -28,8 +28,11 @@ def _wait_for_setup(d: PrivateDaemon, proof: Proof, seconds: float = 90) -> None
         if proof.proc.poll() is not None:
             raise AssertionError(f"prove ended before its setup ran: {proof.wait()}")
         with contextlib.closing(d.client()) as c:
-            running = c.containers.list(filters={"label": "proofgate=1"})
-            if any("proofgate.role" not in x.labels for x in running):
+            # sparse: no per-container inspect, which races with containers removed meanwhile
+            running = c.containers.list(
+                sparse=True, filters={"label": "proofgate=1", "status": "running"}
+            )
+            if any("proofgate.role" not in (x.attrs.get("Labels") or {}) for x in running):
                 time.sleep(1.0)  # let the exec of `sleep 30` begin
                 return
         time.sleep(0.2)
