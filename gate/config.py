@@ -36,11 +36,15 @@ from gate.model import (
 )
 from gate.policy.paths import glob_problem
 
+# The broker file is stdlib-only and pure outside its `main`: the same parser that the
+# broker matches with validates the configuration, so the two cannot disagree.
+from gate.sandbox.egress_broker import parse_entry as parse_egress_entry
+
 DEFAULT_CONFIG_PATH = ".github/proofgate.yml"
 DEFAULT_IMAGE = "python:3.12-slim"
 MAX_CONFIG_BYTES = 256 * 1024
 
-_LIMIT_KEYS = ("timeout", "network", "memory", "cpus", "pids", "user", "cap_add", "env")
+_LIMIT_KEYS = ("timeout", "network", "memory", "cpus", "pids", "user", "cap_add", "env", "egress")
 _UNITS = {"b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
 
@@ -218,7 +222,23 @@ def _limits(merged: Mapping[str, object]) -> Limits:
         user=None if user is None else str(user),
         cap_add=tuple(str(c) for c in cast(list[object], merged.get("cap_add", []))),
         env=tuple(sorted(cast(Mapping[str, str], merged.get("env", {})).items())),
+        egress=tuple(str(e) for e in cast(list[object], merged.get("egress", []))),
     )
+
+
+def _check_egress(source: str, doc: Mapping[str, object]) -> None:
+    """Each `egress` entry is an exact `host:port` (SPEC §2); errors name the key."""
+    places: list[tuple[str, object]] = [("defaults", doc.get("defaults", {}))]
+    places += [(f"checks[{i}]", c) for i, c in enumerate(cast(list[object], doc["checks"]))]
+    for where, raw in places:
+        entries = cast(Mapping[str, object], raw).get("egress", [])
+        for j, entry in enumerate(cast(list[str], entries)):
+            try:
+                parse_egress_entry(entry)
+            except ValueError as e:
+                raise ConfigError(
+                    source, f"{where}.egress[{j}]", expected=str(e), got=_show(entry)
+                ) from e
 
 
 def load_config(data: bytes, *, source: str, known_rules: frozenset[str] | None = None) -> Config:
@@ -248,6 +268,7 @@ def load_config(data: bytes, *, source: str, known_rules: frozenset[str] | None 
         key_path, expected, got = _describe(errors[0])
         raise ConfigError(source, key_path, expected=expected, got=got)
 
+    _check_egress(source, doc)
     defaults = cast(Mapping[str, object], doc.get("defaults", {}))
     checks: list[CheckSpec] = []
     names: set[str] = set()
@@ -308,6 +329,7 @@ def load_config(data: bytes, *, source: str, known_rules: frozenset[str] | None 
         budgets=Budgets(files=budgets_raw.get("files"), lines=budgets_raw.get("lines")),
         rules=tuple(sorted((k, Decision(v.upper())) for k, v in rules_raw.items())),
         thresholds=(thresholds_raw.get("immediate"), thresholds_raw.get("future")),
+        egress=tuple((c.name, c.limits.egress) for c in checks if c.limits.egress),
     )
     return Config(
         version=1,

@@ -138,6 +138,8 @@ class ReasonCode(enum.StrEnum):
     JUNIT_INVALID = "junit-invalid"
     JUNIT_NO_TESTS = "junit-no-tests"
     JUNIT_FAILURES = "junit-failures"
+    # egress (8): the broker's record of setup's connections could not be read whole
+    EGRESS_UNRECORDED = "egress-unrecorded"
     # the run itself
     INTERRUPTED = "interrupted"
 
@@ -335,9 +337,10 @@ class Limits:
     user: str | None = None
     cap_add: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    egress: tuple[str, ...] = ()  # SPEC §2: the host:port pairs setup may reach
 
     def to_dict(self) -> JsonDict:
-        return {
+        d: JsonDict = {
             "timeout": self.timeout,
             "network": self.network,
             "memory": self.memory,
@@ -347,6 +350,9 @@ class Limits:
             "cap_add": list(self.cap_add),
             "env": sorted(k for k, _ in self.env),  # names only: values may be sensitive
         }
+        if self.egress:
+            d["egress"] = list(self.egress)
+        return d
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -369,6 +375,8 @@ class PolicySpec:
     deny: tuple[str, ...] = ()
     budgets: Budgets = Budgets()
     rules: tuple[tuple[str, Decision], ...] = ()  # built-in rule id -> overriding decision
+    # check name -> its egress allowlist (SPEC §2): covered by the policy fingerprint
+    egress: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # blast-radius thresholds (immediate, future): a score above one is a HOLD finding
     thresholds: tuple[int | None, int | None] = (None, None)
 
@@ -543,6 +551,65 @@ class JunitCounts:
         return self.tests - self.skipped
 
 
+EGRESS_RECORD_MAX = 100  # attempts kept in the receipt per check; the digest covers all
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EgressAttempt:
+    """One connection attempt through a check's egress broker, as the broker logged it."""
+
+    kind: str  # connect | http | dns
+    host: str | None
+    port: int | None
+    allowed: bool
+    reason: str | None = None  # the broker's refusal code (not-allowed, private-address, ...)
+    address: str | None = None  # the checked address connected to, when allowed
+    bytes_up: int = 0
+    bytes_down: int = 0
+    duration_s: float = 0.0
+    open_at_stop: bool = False  # still open when the broker stopped (bytes so far)
+
+    def to_dict(self) -> JsonDict:
+        return {
+            "kind": self.kind,
+            "host": self.host,
+            "port": self.port,
+            "allowed": self.allowed,
+            "reason": self.reason,
+            "address": self.address,
+            "bytes_up": self.bytes_up,
+            "bytes_down": self.bytes_down,
+            "duration_s": round(self.duration_s, 3),
+            "open_at_stop": self.open_at_stop,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EgressRecord:
+    """Every attempt of one check's setup phase through the broker (SPEC §2 `egress`).
+
+    `sha256` covers the canonical JSON of the whole list; the receipt keeps the first
+    EGRESS_RECORD_MAX. `dropped` counts attempts the broker itself stopped logging
+    (its log is bounded); `complete` is False when the log could not be read whole.
+    """
+
+    attempts: tuple[EgressAttempt, ...]
+    sha256: Sha256
+    dropped: int = 0
+    complete: bool = True
+
+    def to_dict(self) -> JsonDict:
+        return {
+            "attempts": len(self.attempts) + self.dropped,
+            "allowed": sum(a.allowed for a in self.attempts),
+            "refused": sum(not a.allowed for a in self.attempts),
+            "sha256": self.sha256,
+            "dropped": self.dropped,
+            "complete": self.complete,
+            "truncated": len(self.attempts) > EGRESS_RECORD_MAX,
+        }
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckResult:
     """What one check did in its own fresh container.
@@ -558,6 +625,7 @@ class CheckResult:
     phases: tuple[PhaseResult, ...] = ()
     error: str | None = None
     junit_report: bytes | None = field(default=None, repr=False)
+    egress: EgressRecord | None = None  # set when setup ran behind the egress broker
 
     def to_dict(self) -> JsonDict:
         d: JsonDict = {
@@ -570,4 +638,7 @@ class CheckResult:
         }
         if self.error is not None:
             d["error"] = self.error
+        if self.egress is not None:
+            d["egress"] = [a.to_dict() for a in self.egress.attempts[:EGRESS_RECORD_MAX]]
+            d["egress_summary"] = self.egress.to_dict()
         return d

@@ -309,6 +309,47 @@ def _checks(p: Mapping[str, object]) -> str:
     return "\n".join(lines)
 
 
+def _egress(p: Mapping[str, object]) -> str:
+    """SPEC §2 `egress`: every connection attempt of each check's setup phase."""
+    lines: list[str] = []
+    for c in _list(_get(p, "checks")):
+        summary = _get(c, "egress_summary")
+        if summary is None:
+            continue
+        attempts = _list(_get(c, "egress"))
+        total = _num(_get(summary, "attempts"))
+        refused = _num(_get(summary, "refused"))
+        lines += [
+            "",
+            f"{_code(_get(c, 'name'))}: {int(total or 0)} attempt(s), {int(refused or 0)} refused; "
+            f"digest of the full list {_short(_get(summary, 'sha256'))}"
+            + ("" if _get(summary, "complete") is True else " — **log incomplete**")
+            + (f" (first {len(attempts)} shown)" if _get(summary, "truncated") is True else ""),
+        ]
+        rows = [
+            [
+                _text(_get(a, "kind")),
+                _code(f"{_plain(_get(a, 'host'))}:{_plain(_get(a, 'port'))}"),
+                "allowed"
+                if _get(a, "allowed") is True
+                else f"**refused** ({_text(_get(a, 'reason'))})",
+                _text(_get(a, "bytes_up"), "0"),
+                _text(_get(a, "bytes_down"), "0"),
+                _seconds(_get(a, "duration_s")),
+            ]
+            for a in attempts
+        ]
+        if rows:
+            lines += ["", _table(["Kind", "Host:port", "Decision", "Up", "Down", "Duration"], rows)]
+    if not lines:
+        return ""
+    return (
+        "## Egress\n\nEvery connection attempt of the setup phase through the egress broker.\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+
+
 def _timeline(p: Mapping[str, object]) -> str:
     """Per check, one line: each phase's span in seconds since the check's container
     started, and the check's total. Text, so it reads the same in a terminal and a page."""
@@ -526,6 +567,7 @@ def to_markdown(
         _policy,
         _approval,
         _checks,
+        _egress,
         _timeline,
     ]
     parts += [s for s in (f(p) for f in sections) if s]

@@ -89,6 +89,7 @@ def verdict_for(code: ReasonCode) -> Verdict:
             | ReasonCode.JUNIT_INVALID
             | ReasonCode.JUNIT_NO_TESTS
             | ReasonCode.INTERRUPTED
+            | ReasonCode.EGRESS_UNRECORDED
         ):
             return Verdict.INCONCLUSIVE
         case _:
@@ -140,6 +141,14 @@ def _check_reasons(spec: CheckSpec, result: CheckResult | None) -> list[Reason]:
             )
         ]
     reasons: list[Reason] = []
+    if result.egress is not None and not result.egress.complete:
+        reasons.append(
+            Reason(
+                code=ReasonCode.EGRESS_UNRECORDED,
+                message="the egress broker's log of setup's connections could not be read whole",
+                check=name,
+            )
+        )
     ran = {p.phase: p for p in result.phases}
     for phase, commands in spec.phases:
         got = ran.get(phase)

@@ -9,8 +9,9 @@ was seen even when nobody needs to look.
 
 The policy fingerprint binds an approval to the rules it was given under: SHA-256 over
 the canonical JSON of the catalog version, every rule id with its default and effective
-decision, the user rules, budgets, blast-radius thresholds and the config path. Any
-change to the effective policy changes it; nothing else does.
+decision, the user rules, budgets, blast-radius thresholds, the checks' egress allowlists
+(only when some check has one) and the config path. Any change to the effective policy
+changes it; nothing else does.
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ def fingerprint(
         "budgets": {"files": spec.budgets.files, "lines": spec.budgets.lines},
         "thresholds": _thresholds(spec, thresholds).to_dict(),
         "config_path": config_path,
+        **({"egress": {name: list(hosts) for name, hosts in spec.egress}} if spec.egress else {}),
     }
     return Sha256(hashlib.sha256(canonical_json(doc)).hexdigest())
 
