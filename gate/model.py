@@ -138,6 +138,10 @@ class ReasonCode(enum.StrEnum):
     JUNIT_INVALID = "junit-invalid"
     JUNIT_NO_TESTS = "junit-no-tests"
     JUNIT_FAILURES = "junit-failures"
+    # the differential (9), SPEC §3.1
+    REGRESSION = "regression"
+    EXPECTATION_CHANGED = "expectation-changed"
+    TESTS_LOST = "tests-lost"
     # the run itself
     INTERRUPTED = "interrupted"
 
@@ -338,12 +342,22 @@ class Limits:
         }
 
 
+class DifferentialMode(enum.StrEnum):
+    """`checks[].differential` (SPEC §3.1): which runs judge the change's tests."""
+
+    OFF = "off"
+    TRUSTED = "trusted"  # head + base + trusted
+    FULL = "full"  # ... + proving (fail-to-pass)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckSpec:
     name: str
     phases: tuple[tuple[Phase, tuple[Command, ...]], ...]  # in SETUP, BUILD, TEST order
     limits: Limits
     junit: str | None = None
+    tests: tuple[str, ...] = ()  # trusted test file globs (SPEC §3.1); () = the defaults
+    differential: DifferentialMode = DifferentialMode.OFF
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gate import __version__, policy, receipt, render
+from gate import __version__, differential_runs, policy, receipt, render
 from gate.config import DEFAULT_CONFIG_PATH, load_config
+from gate.differential import DifferentialReport, add_to_predicate
+from gate.differential_runs import cache_dir
 from gate.errors import UsageError
 from gate.git.interface import EvidenceSource, UnsafeTreeError
 from gate.journal import Journal
@@ -221,6 +223,7 @@ def build_predicate(
         "started_at": started_at,
         "finished_at": finished_at,
     }
+    add_to_predicate(predicate, run.differentials)  # SPEC §3.1: checks[].tests, coverage
     if config is not None:
         predicate["image"] = config.image
         predicate["check_limits"] = {c.name: c.limits.to_dict() for c in config.checks}
@@ -299,6 +302,7 @@ def prove(
 
     room = _CleanRoom()
     forged: tuple[str, ...] = ()
+    diffs: tuple[DifferentialReport, ...] = ()
     if (
         request.run_checks
         and config is not None
@@ -306,7 +310,15 @@ def prove(
         and result.decision is not Decision.DENY  # SPEC §3: DENY runs no untrusted code
     ):
         forged = _forged_reports(config, ev, evidence)
-        room = _run_checks(config, ev, evidence, sandbox, journal)
+        digest = config_source.blob if config_source is not None else ""
+        pending = differential_runs.start(
+            config, ev, evidence, sandbox, journal, config_digest=digest, cache=cache_dir()
+        )
+        try:
+            room = _run_checks(config, ev, evidence, sandbox, journal)
+            diffs = pending.finish(room.results, dict(spec.rules))  # SPEC §3.1
+        finally:
+            pending.close()
 
     run = RunEvidence(
         evidence=ev,
@@ -323,6 +335,7 @@ def prove(
         unsafe_tree=room.unsafe_tree,
         interrupted=room.interrupted,
         forged_reports=forged,
+        differentials=diffs,
     )
     outcome = decide(run) if request.run_checks else preflight(run)
     journal.append(

@@ -42,6 +42,10 @@ class EvidenceSource(Protocol):
         or None when they would exceed `max_bytes` in total."""
         ...
 
+    def overlay(self, onto: TreeId, source: TreeId, selected: Callable[[bytes], bool]) -> TreeId:
+        """`onto` with its `selected` paths taken from `source`, in the private store."""
+        ...
+
     def archive(self, tree: TreeId) -> Iterator[bytes]:
         """Stream `tree` (from the private object store) as an uncompressed tar.
 
