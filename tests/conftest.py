@@ -118,6 +118,14 @@ def _labeled_container_ids(client: docker.DockerClient) -> set[str]:
 
 
 @pytest.fixture(autouse=True)
+def _private_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The differential's base-run cache lives in $XDG_CACHE_HOME: one per test."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+
+
+@pytest.fixture(autouse=True)
 def _no_leaked_containers(request: pytest.FixtureRequest) -> Iterator[None]:
     """After every Docker test: no container labeled proofgate=1 that it created remains."""
     if request.node.get_closest_marker("docker") is None or docker_problem() is not None:

@@ -71,6 +71,7 @@ def _run(
     ws = Workspace(tmp_path)
     _, path = pr_repo(ws, pr, base if base is not None else _base())
     seen = prove(ws, Built(repo=path), tmp_path / "out")
+    assert not [p for p in seen.problems if p.startswith("integrity:")], seen.problems
     pred = predicate_of((tmp_path / "out" / "receipt.json").read_bytes())
     return seen, pred
 
@@ -189,6 +190,17 @@ def test_new_feature_with_new_tests_is_proven(tmp_path: Path) -> None:
     assert block["runs"]["base"]["pass"] == 2  # type: ignore[index]
     assert block["runs"]["trusted"]["pass"] == 2  # type: ignore[index]
     assert block["proving"] == ["tests.test_mul::test_mul"]
+    md = (tmp_path / "out" / "receipt.md").read_text()
+    assert "2 passed on base, 2 pass against the change with the base's tests, 1 test(s)" in md
+
+
+def test_the_markdown_shows_the_differential_ahead_of_the_logs(tmp_path: Path) -> None:
+    pr = {**_base(), b"calc.py": CALC2_BROKEN, **ATTACKS["test-body-replaced-same-asserts"]}
+    seen, pred = _run(tmp_path, pr)
+    assert seen.outcome == "HELD", _detail(seen, pred)
+    md = (tmp_path / "out" / "receipt.md").read_text()
+    lists = md.index("**Changed expectations")
+    assert md.index("`tests.test_calc::test_add`", lists) < md.index("## Logs")
 
 
 def test_tests_moved_between_files_is_proven(tmp_path: Path) -> None:
