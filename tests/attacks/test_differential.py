@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gate import policy
+from gate import differential_runs, policy
 from tests.attacks.corpus import (
     CALC,
     CALC_BROKEN,
@@ -269,3 +269,22 @@ def test_weakened_test_with_differential_off_is_proven_and_says_so(tmp_path: Pat
     # the negative control: without the differential this attack reaches PROVEN
     assert seen.outcome == "PROVEN", _detail(seen, pred)
     assert _tests_block(pred) == {"differential": "off", "ran": False, "note": "differential: off"}
+
+
+def test_a_second_proof_reuses_the_cached_base_run(tmp_path: Path) -> None:
+    pr = {**_base(), b"calc.py": CALC2 + b"\n\ndef mul(a, b):\n    return a * b\n"}
+    pr[b"tests/test_mul.py"] = MUL_TESTS
+    ws = Workspace(tmp_path)
+    _, path = pr_repo(ws, pr, _base())
+    first = prove(ws, Built(repo=path), tmp_path / "one")
+    second = prove(ws, Built(repo=path), tmp_path / "two")
+    assert (first.outcome, second.outcome) == ("PROVEN", "PROVEN")
+    one = _tests_block(predicate_of((tmp_path / "one" / "receipt.json").read_bytes()))
+    two = _tests_block(predicate_of((tmp_path / "two" / "receipt.json").read_bytes()))
+    assert "base" not in one["run_notes"]  # type: ignore[operator]
+    assert two["run_notes"] == {"base": "reused from the local cache"}
+    assert one["runs"] == two["runs"]
+    (entry,) = differential_runs.cache_dir().glob("*.json")
+    stored = json.loads(entry.read_bytes())
+    assert set(stored) == {"v", "outcomes"}  # per-test outcomes only, no logs
+    assert ["tests.test_calc", "test_add", "pass"] in stored["outcomes"]
