@@ -135,6 +135,8 @@ class _Plan:
     jobs: dict[str, _Job]
     cached_base: Run | None = None
     note: str | None = None
+    # run -> the run of the very same tree whose outcomes it reuses (no second container)
+    same_as: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _execute(job: _Job, sandbox: Callable[[], Sandbox], image: ImageRef) -> tuple[Run, Journal]:
@@ -240,6 +242,11 @@ class Pending:
             head_run = Run(name="head", outcomes=None, problem="the head run did not run")
         else:
             head_run = _outcomes_of(head, "head")
+        runs["head"] = head_run
+        for name, twin in plan.same_as.items():
+            got = runs[twin]
+            note = f"the {name} tree is the {twin} tree: the {twin} run's outcomes"
+            runs[name] = Run(name=name, outcomes=got.outcomes, problem=got.problem or note)
         ev = self._ev
         changed = frozenset(p for e in ev.inventory for p in (e.path, e.old_path) if p is not None)
         is_test = plan.is_test
@@ -306,6 +313,7 @@ def start(
             check=plan.spec.name,
             mode=plan.spec.differential.value,
             runs=sorted(plan.jobs),
+            reused=dict(plan.same_as),
             base_cached=plan.cached_base is not None,
             note=plan.note,
         )
@@ -342,6 +350,15 @@ def _plan(
         if spec.differential is DifferentialMode.FULL:
             trees[PROVING] = source.overlay(ev.base.tree, ev.head.tree, is_test)
         trees[BASE] = ev.base.tree
+        # A trusted tree equal to the proven tree (the change touches no test or harness
+        # file) is exactly what the head run ran; a proving tree equal to the base tree is
+        # the base run. The same tree in a fresh container again is no new evidence.
+        if trees[TRUSTED] == ev.proven_tree:
+            plan.same_as[TRUSTED] = "head"
+            del trees[TRUSTED]
+        if trees.get(PROVING) == ev.base.tree:
+            plan.same_as[PROVING] = BASE
+            del trees[PROVING]
     except (RepoError, UnsafeTreeError) as e:
         plan.note = f"the differential's trees could not be built: {e}"
         return plan

@@ -288,3 +288,15 @@ def test_a_second_proof_reuses_the_cached_base_run(tmp_path: Path) -> None:
     stored = json.loads(entry.read_bytes())
     assert set(stored) == {"v", "outcomes"}  # per-test outcomes only, no logs
     assert ["tests.test_calc", "test_add", "pass"] in stored["outcomes"]
+
+
+def test_a_change_to_code_only_reuses_the_head_run_as_the_trusted_run(tmp_path: Path) -> None:
+    seen, pred = _run(tmp_path, {**_base(), b"calc.py": CALC2_BROKEN})
+    assert seen.outcome == "FAILED", _detail(seen, pred)
+    assert {"check-failed", "regression"} <= _codes(pred)
+    block = _tests_block(pred)
+    assert block["run_notes"] == {
+        "trusted": "the trusted tree is the head tree: the head run's outcomes"
+    }
+    events = pred["journal"]["events"]  # type: ignore[index]
+    assert not [e for e in events if e["data"].get("check") == "unit@trusted"]
