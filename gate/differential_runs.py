@@ -135,6 +135,7 @@ class _Plan:
     jobs: dict[str, _Job]
     cached_base: Run | None = None
     note: str | None = None
+    head_cache: Path | None = None  # the proven tree's entry: a later base run of that tree
     # run -> the run of the very same tree whose outcomes it reuses (no second container)
     same_as: dict[str, str] = dataclasses.field(default_factory=dict)
 
@@ -242,6 +243,9 @@ class Pending:
             head_run = Run(name="head", outcomes=None, problem="the head run did not run")
         else:
             head_run = _outcomes_of(head, "head")
+            if plan.head_cache is not None and head_run.outcomes and head_run.problem is None:
+                # the outcomes of this very tree: what a base run of it would record
+                _cache_write(plan.head_cache, head_run.outcomes)
         runs["head"] = head_run
         for name, twin in plan.same_as.items():
             got = runs[twin]
@@ -365,6 +369,7 @@ def _plan(
     entry: Path | None = None
     if cache is not None:
         entry = cache / f"{_cache_key(spec, ev.base.tree, image, config_digest)}.json"
+        plan.head_cache = cache / f"{_cache_key(spec, ev.proven_tree, image, config_digest)}.json"
         hit = _cache_read(entry)
         if hit is not None:
             plan.cached_base = Run(name=BASE, outcomes=hit, cached=True)
