@@ -377,6 +377,14 @@ def compare(
     )
 
 
+HELD_CODES = frozenset({ReasonCode.EXPECTATION_CHANGED, ReasonCode.TESTS_LOST})
+
+
+def wants_a_person(reports: Iterable[DifferentialReport]) -> bool:
+    """Whether a differential reason is one a valid approval releases (HELD, not FAILED)."""
+    return any(r.code in HELD_CODES for d in reports for r in d.reasons)
+
+
 def add_to_predicate(predicate: JsonDict, reports: Iterable[DifferentialReport]) -> None:
     """Each check's `tests` (SPEC §4), and a coverage note for every check whose
     differential did not run: never silently skipped."""

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from gate import __version__, differential_runs, policy, receipt, render
 from gate.config import DEFAULT_CONFIG_PATH, load_config
-from gate.differential import DifferentialReport, add_to_predicate
+from gate.differential import DifferentialReport, add_to_predicate, wants_a_person
 from gate.differential_runs import cache_dir
 from gate.errors import UsageError
 from gate.git.interface import EvidenceSource, UnsafeTreeError
@@ -33,6 +33,7 @@ from gate.model import (
     Evidence,
     ImageRef,
     JsonDict,
+    PolicyResult,
     PolicySpec,
     Reason,
     Sha256,
@@ -189,6 +190,24 @@ def _run_checks(
     return _CleanRoom(image=image, results=tuple(results))
 
 
+def _ask_approval(
+    approver: Approver, ev: Evidence, result: PolicyResult, journal: Journal
+) -> tuple[Approval | None, str | None]:
+    approval: Approval | None = None
+    error: str | None = None
+    try:
+        approval = approver(ev.patch.sha256, result.fingerprint)
+    except ApprovalRejected as e:
+        error = str(e)
+    journal.append(
+        "approval-checked",
+        approved=approval is not None,
+        approver=approval.approver if approval else None,
+        error=error,
+    )
+    return approval, error
+
+
 def build_predicate(
     *,
     outcome: Outcome,
@@ -289,16 +308,7 @@ def prove(
     approval: Approval | None = None
     approval_error: str | None = None
     if result.decision is Decision.HOLD and approver is not None:
-        try:
-            approval = approver(ev.patch.sha256, result.fingerprint)
-        except ApprovalRejected as e:
-            approval_error = str(e)
-        journal.append(
-            "approval-checked",
-            approved=approval is not None,
-            approver=approval.approver if approval else None,
-            error=approval_error,
-        )
+        approval, approval_error = _ask_approval(approver, ev, result, journal)
 
     room = _CleanRoom()
     forged: tuple[str, ...] = ()
@@ -319,6 +329,14 @@ def prove(
             diffs = pending.finish(room.results, dict(spec.rules))  # SPEC §3.1
         finally:
             pending.close()
+        # SPEC §3.1: a changed expectation or a lost test waits for a person, as a HOLD does
+        if (
+            approval is None
+            and approval_error is None
+            and approver is not None
+            and wants_a_person(diffs)
+        ):
+            approval, approval_error = _ask_approval(approver, ev, result, journal)
 
     run = RunEvidence(
         evidence=ev,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from gate import junit
-from gate.differential import DifferentialReport
+from gate.differential import HELD_CODES, DifferentialReport
 from gate.model import (
     Approval,
     CheckResult,
@@ -340,8 +340,13 @@ def decide(run: RunEvidence) -> Outcome:
             by_name = {r.name: r for r in run.results}
             for spec in run.checks:
                 reasons.extend(_check_reasons(spec, by_name.get(spec.name)))
+        approved = run.approval is not None and (
+            (run.approval.patch_sha256, run.approval.policy_fingerprint)
+            == (run.evidence.patch.sha256, run.policy.fingerprint)
+        )
         for report in run.differentials:  # (9): the base's tests judge the change
-            reasons.extend(report.reasons)
+            # a person confirmed the changed expectations / lost tests of this very patch
+            reasons.extend(r for r in report.reasons if not (approved and r.code in HELD_CODES))
         for path in run.forged_reports:
             reasons.append(
                 Reason(

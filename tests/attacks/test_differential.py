@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gate import differential_runs, policy
+from gate import cli, differential_runs, policy
 from tests.attacks.corpus import (
     CALC,
     CALC_BROKEN,
@@ -301,3 +301,21 @@ def test_a_change_to_code_only_reuses_the_head_run_as_the_trusted_run(tmp_path: 
     }
     events = pred["journal"]["events"]  # type: ignore[index]
     assert not [e for e in events if e["data"].get("check") == "unit@trusted"]
+
+
+def test_a_changed_expectation_approved_by_a_person_is_proven(tmp_path: Path) -> None:
+    # SPEC §3.1: HELD `expectation-changed` waits for a person; an approval bound to this
+    # patch digest and policy releases it (a regression is FAILED and no approval helps)
+    pr = {**_base(), b"calc.py": CALC2_BROKEN, **ATTACKS["test-body-replaced-same-asserts"]}
+    ws = Workspace(tmp_path)
+    _, path = pr_repo(ws, pr, _base())
+    held = prove(ws, Built(repo=path), tmp_path / "one")
+    assert held.outcome == "HELD", held.log[-2000:]
+    approval = tmp_path / "approval.json"
+    argv = ["approve", "--key", str(ws.key), "--receipt", str(tmp_path / "one" / "receipt.json")]
+    assert cli.main([*argv, "--approver", "alice", "--out", str(approval)]) == 0
+    approved = prove(ws, Built(repo=path, args=("--approval", str(approval))), tmp_path / "two")
+    assert approved.outcome == "PROVEN", approved.log[-2000:]
+    pred = predicate_of((tmp_path / "two" / "receipt.json").read_bytes())
+    assert pred["approval"]["approver"] == "alice"  # type: ignore[index]
+    assert _tests_block(pred)["expectation_changed"] == ["tests.test_calc::test_add"]
