@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from gate.journal import canonical_json
@@ -253,6 +253,24 @@ def _survivors(
     return really, survived
 
 
+def _with_collection_errors(
+    outcomes: Mapping[TestId, TestOutcome],
+) -> Callable[[TestId], TestOutcome | None]:
+    """A run's outcome of a test, where a test absent because its module failed to collect
+    (pytest reports `classname=""`, `name=<module>` with an error) counts as an error."""
+    broken = {t.name for t, o in outcomes.items() if not t.classname and o is TestOutcome.ERROR}
+
+    def outcome(tid: TestId) -> TestOutcome | None:
+        got = outcomes.get(tid)
+        if got is None and any(
+            tid.classname == m or tid.classname.startswith(m + ".") for m in broken
+        ):
+            return TestOutcome.ERROR
+        return got
+
+    return outcome
+
+
 def _reason(code: ReasonCode, check: str, items: list[str], what: str) -> Reason:
     shown = ", ".join(items[:5]) + (f" (+{len(items) - 5} more)" if len(items) > 5 else "")
     return Reason(code=code, message=f"{len(items)} test(s) {what}: {shown}", check=check)
@@ -281,7 +299,7 @@ def compare(
     assert base.outcomes is not None  # noqa: S101 - caller's contract
     b = base.outcomes
     h = head.outcomes or {}
-    t = trusted.outcomes or {}
+    in_trusted = _with_collection_errors(trusted.outcomes or {})
     changed_mods = _modules(changed)
 
     regressions: list[TestId] = []
@@ -290,7 +308,7 @@ def compare(
     for tid, outcome in sorted(b.items()):
         if outcome is not TestOutcome.PASS:
             continue
-        got = t.get(tid)
+        got = in_trusted(tid)
         if got in (TestOutcome.FAIL, TestOutcome.ERROR):
             where = _locate(tid, changed_mods)
             (expectation if where is not None else regressions).append(tid)
@@ -303,12 +321,14 @@ def compare(
     lost, survived = _survivors(lost, b, h, base_prints, head_prints)
 
     if proving is not None:
-        p = proving.outcomes or {}
+        # fail-to-pass: fails or errors without the change (a module that does not even
+        # import without it errors); absent for another reason proves nothing
+        in_proving = _with_collection_errors(proving.outcomes or {})
         basis = "fail-to-pass"
         proves = sorted(
             tid
             for tid, o in h.items()
-            if o is TestOutcome.PASS and p.get(tid) in (None, TestOutcome.FAIL, TestOutcome.ERROR)
+            if o is TestOutcome.PASS and in_proving(tid) in (TestOutcome.FAIL, TestOutcome.ERROR)
         )
     else:
         basis = "new-tests"

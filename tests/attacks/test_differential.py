@@ -319,3 +319,21 @@ def test_a_changed_expectation_approved_by_a_person_is_proven(tmp_path: Path) ->
     pred = predicate_of((tmp_path / "two" / "receipt.json").read_bytes())
     assert pred["approval"]["approver"] == "alice"  # type: ignore[index]
     assert _tests_block(pred)["expectation_changed"] == ["tests.test_calc::test_add"]
+
+
+def test_differential_full_names_the_tests_that_fail_without_the_change(tmp_path: Path) -> None:
+    base = _base(**{".github/proofgate.yml": _config(", differential: full")})
+    old_code_test = b"from calc import add\n\n\ndef test_add_zero():\n    assert add(0, 0) == 0\n"
+    pr = {
+        **base,
+        b"calc.py": CALC2 + b"\n\ndef mul(a, b):\n    return a * b\n",
+        b"tests/test_mul.py": MUL_TESTS,
+        b"tests/test_zero.py": old_code_test,  # passes without the change: proves nothing
+    }
+    seen, pred = _run(tmp_path, pr, base)
+    assert seen.outcome == "PROVEN", _detail(seen, pred)
+    block = _tests_block(pred)
+    assert block["proving_basis"] == "fail-to-pass"
+    assert block["proving"] == ["tests.test_mul::test_mul"]
+    assert block["runs"]["proving"]["pass"] == 3  # type: ignore[index]
+    assert block["findings"] == []

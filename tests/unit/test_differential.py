@@ -249,3 +249,19 @@ def test_config_differential_errors_name_the_key(extra: str, key: str) -> None:
     with pytest.raises(ConfigError, match=r"f\.yml") as info:
         load_config((BASE_CONFIG % extra).encode(), source="f.yml")
     assert key in str(info.value)
+
+
+def test_a_module_that_does_not_collect_errors_its_tests() -> None:
+    broken = TestId(classname="", name="tests.test_calc")  # pytest's collection error entry
+    report = _compare({ADD: P, SUB: P}, {broken: E}, changed=frozenset({b"calc.py"}))
+    assert report.regressions == ("tests.test_calc::test_add", "tests.test_calc::test_sub")
+    new = TestId(classname="tests.test_mul", name="test_mul")
+    other = TestId(classname="tests.test_other", name="test_other")
+    report = _compare(
+        {ADD: P, SUB: P, new: P, other: P},
+        {ADD: P, SUB: P},
+        proving={ADD: P, SUB: P, TestId(classname="", name="tests.test_mul"): E},
+        full=True,
+    )
+    # test_mul does not import without the change; test_other is merely absent: no proof
+    assert report.proving == ("tests.test_mul::test_mul",)
