@@ -1,6 +1,7 @@
 """Wall time of a proof with `differential: trusted` against one without (issue 14).
 
     python -m benchmarks.differential [--files 200] [--suite-seconds 4] [--runs 3] [--cpus 1]
+                                      [--touch-tests]
 
 Builds a git repository holding the project of benchmarks/overhead.py (a pytest suite
 burning about `--suite-seconds` of CPU) with a pull-request branch that changes a source
@@ -50,7 +51,7 @@ def _config(mode: str, cpus: int) -> bytes:
     ).encode()
 
 
-def make_repo(root: Path, files: int, suite_seconds: float) -> Path:
+def make_repo(root: Path, files: int, suite_seconds: float, touch_tests: bool) -> Path:
     entries = project_files(files, suite_seconds)
     repo = pygit2.init_repository(str(root), initial_head="main")
 
@@ -63,6 +64,10 @@ def make_repo(root: Path, files: int, suite_seconds: float) -> Path:
     base = repo.create_commit("refs/heads/main", SIG, SIG, "base", tree(entries), [])
     init = "src/bench/__init__.py"
     changed = dict(entries, **{init: entries[init] + b"\n\ndef more():\n    return 1\n"})
+    if touch_tests:  # a new test file: the trusted tree differs, so the trusted run runs
+        changed["tests/test_more.py"] = (
+            b"from bench import more\n\ndef test_more():\n    assert more()\n"
+        )
     repo.create_commit("refs/heads/pr", SIG, SIG, "pr", tree(changed), [base])
     return root
 
@@ -88,10 +93,11 @@ def main() -> None:
     ap.add_argument("--suite-seconds", type=float, default=4.0)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--cpus", type=int, default=1)
+    ap.add_argument("--touch-tests", action="store_true", help="the change adds a test file")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-differential-") as tmp:
         root = Path(tmp)
-        repo = make_repo(root / "repo", args.files, args.suite_seconds)
+        repo = make_repo(root / "repo", args.files, args.suite_seconds, args.touch_tests)
         configs = {}
         for mode in ("off", "trusted"):
             configs[mode] = root / f"{mode}.yml"
