@@ -31,6 +31,7 @@ from gate.model import (
     Command,
     Config,
     Decision,
+    DifferentialMode,
     Limits,
     PolicySpec,
 )
@@ -241,6 +242,33 @@ def _check_egress(source: str, doc: Mapping[str, object]) -> None:
                 ) from e
 
 
+def _differential(
+    raw: Mapping[str, object], has_junit: bool, source: str, i: int
+) -> tuple[tuple[str, ...], DifferentialMode]:
+    """`checks[i].tests` and `checks[i].differential` (SPEC §3.1), schema-checked already."""
+    tests = tuple(cast(list[str], raw.get("tests", [])))
+    for k, pattern in enumerate(tests):
+        problem = glob_problem(pattern)
+        if problem is not None:
+            raise ConfigError(
+                source,
+                f"checks[{i}].tests[{k}]",
+                expected=f"a glob ({problem})",
+                got=_show(pattern),
+            )
+    default = DifferentialMode.TRUSTED if has_junit else DifferentialMode.OFF
+    given = raw.get("differential", default.value)
+    mode = DifferentialMode.OFF if given is False else DifferentialMode(str(given))
+    if mode is not DifferentialMode.OFF and not has_junit:
+        raise ConfigError(
+            source,
+            f"checks[{i}].differential",
+            expected="off, or a `junit` report on the check (the differential compares it)",
+            got=_show(mode.value),
+        )
+    return tests, mode
+
+
 def load_config(data: bytes, *, source: str, known_rules: frozenset[str] | None = None) -> Config:
     """Parse and validate configuration bytes.
 
@@ -294,12 +322,15 @@ def load_config(data: bytes, *, source: str, known_rules: frozenset[str] | None 
                     expected="a relative path inside /workspace",
                     got=f"{_show(junit)} ({e})",
                 ) from None
+        tests, mode = _differential(raw, junit is not None, source, i)
         checks.append(
             CheckSpec(
                 name=name,
                 phases=phases,
                 limits=_limits(merged),
                 junit=None if junit is None else str(junit),
+                tests=tests,
+                differential=mode,
             )
         )
 

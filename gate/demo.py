@@ -4,7 +4,9 @@ Builds a small Python package with real pytest tests and a pull-request branch i
 repository under DIR, proves it (PROVEN expected), signs and verifies the receipt, then
 replays the false-PASS fixture from the post-mortem that started this project (check one
 `rm broken.flag`, check two `test ! -e broken.flag`): with a fresh copy per check it is
-FAILED, as it must be.
+FAILED, as it must be. Last, an agent-style pull request that breaks `add` and "fixes"
+the failing test by weakening it: the differential runs the base's test against the
+change, and the verdict is HELD (`expectation-changed`).
 """
 
 from __future__ import annotations
@@ -114,6 +116,12 @@ def _make_repo(path: Path, image: str) -> pygit2.Repository:
     base = _commit(repo, "refs/heads/main", base_files, [], "calc: add()")
     pr_files = dict(base_files, **{"src/calc.py": _CALC_PR, "tests/test_calc.py": _TESTS_PR})
     _commit(repo, "refs/heads/feature", pr_files, [base], "calc: mul()")
+    # an agent "fixes" the test its change broke by weakening it (SPEC §3.1)
+    weakened = {
+        "src/calc.py": _CALC.replace(b"a + b", b"a - b"),
+        "tests/test_calc.py": _TESTS.replace(b"== 5", b"is not None"),
+    }
+    _commit(repo, "refs/heads/agent-fix", dict(base_files, **weakened), [base], "fix test_add")
     return repo
 
 
@@ -148,7 +156,7 @@ def run_demo(*, out: Path, image: str) -> int:
     (out / "demo.pub").write_bytes(pub)
     public_key = receipt.load_public_key(pub, source="demo key")
 
-    log.info("1/2  a pull request that adds mul() with a test, proven in the clean room")
+    log.info("1/3  a pull request that adds mul() with a test, proven in the clean room")
     repo_dir = out / "calc"
     _make_repo(repo_dir, image)
     run = _prove(repo_dir, "main", "feature", priv, None)
@@ -166,7 +174,7 @@ def run_demo(*, out: Path, image: str) -> int:
     for reason in run.reasons:
         log.info("     reason %s: %s", reason.code.value, reason.message)
 
-    log.info("2/2  the false-PASS fixture: check one deletes broken.flag, check two tests for it")
+    log.info("2/3  the false-PASS fixture: check one deletes broken.flag, check two tests for it")
     fp_dir = out / "false-pass"
     _make_false_pass_repo(fp_dir)
     fp_config = out / "false-pass.yml"
@@ -179,6 +187,17 @@ def run_demo(*, out: Path, image: str) -> int:
         fp.verdict.value,
         "caught: each check saw a fresh copy" if caught else "NOT caught",
     )
+    log.info("3/3  an agent's pull request that makes a failing test pass by weakening it")
+    weak = _prove(repo_dir, "main", "agent-fix", priv, None)
+    (out / "weakened-test-receipt.md").write_text(weak.markdown, encoding="utf-8")
+    judged = weak.verdict in (Verdict.HELD, Verdict.FAILED)
+    log.info(
+        "     verdict %s (%s)",
+        weak.verdict.value,
+        "caught: the base's tests judge the change" if judged else "NOT caught",
+    )
+    for reason in weak.reasons:
+        log.info("     reason %s: %s", reason.code.value, reason.message)
     print(run.markdown)  # noqa: T201 - the demo shows its receipt
     log.info(
         "receipt: %s  (verify: proofgate verify %s --key %s --commit %s --require PROVEN)",
@@ -187,4 +206,4 @@ def run_demo(*, out: Path, image: str) -> int:
         out / "demo.pub",
         head,
     )
-    return 0 if ok and caught else 1
+    return 0 if ok and caught and judged else 1

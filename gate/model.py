@@ -140,6 +140,10 @@ class ReasonCode(enum.StrEnum):
     JUNIT_FAILURES = "junit-failures"
     # egress (8): the broker's record of setup's connections could not be read whole
     EGRESS_UNRECORDED = "egress-unrecorded"
+    # the differential (9), SPEC §3.1
+    REGRESSION = "regression"
+    EXPECTATION_CHANGED = "expectation-changed"
+    TESTS_LOST = "tests-lost"
     # the run itself
     INTERRUPTED = "interrupted"
 
@@ -355,12 +359,22 @@ class Limits:
         return d
 
 
+class DifferentialMode(enum.StrEnum):
+    """`checks[].differential` (SPEC §3.1): which runs judge the change's tests."""
+
+    OFF = "off"
+    TRUSTED = "trusted"  # head + base + trusted
+    FULL = "full"  # ... + proving (fail-to-pass)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckSpec:
     name: str
     phases: tuple[tuple[Phase, tuple[Command, ...]], ...]  # in SETUP, BUILD, TEST order
     limits: Limits
     junit: str | None = None
+    tests: tuple[str, ...] = ()  # trusted test file globs (SPEC §3.1); () = the defaults
+    differential: DifferentialMode = DifferentialMode.OFF
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,8 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gate import junitpath, policy, receipt, render
+from gate import differential_runs, junitpath, policy, receipt, render
 from gate.config import DEFAULT_CONFIG_PATH, load_config
+from gate.differential import DifferentialReport, wants_a_person
+from gate.differential_runs import cache_dir
 from gate.errors import UsageError
 from gate.git.interface import EvidenceSource, UnsafeTreeError
 from gate.journal import Journal
@@ -31,6 +33,7 @@ from gate.model import (
     Evidence,
     ImageRef,
     JsonDict,
+    PolicyResult,
     PolicySpec,
     Reason,
     Sha256,
@@ -209,6 +212,24 @@ def _run_checks(
     return _CleanRoom(image=image, results=tuple(results))
 
 
+def _ask_approval(
+    approver: Approver, ev: Evidence, result: PolicyResult, journal: Journal
+) -> tuple[Approval | None, str | None]:
+    approval: Approval | None = None
+    error: str | None = None
+    try:
+        approval = approver(ev.patch.sha256, result.fingerprint)
+    except ApprovalRejected as e:
+        error = str(e)
+    journal.append(
+        "approval-checked",
+        approved=approval is not None,
+        approver=approval.approver if approval else None,
+        error=error,
+    )
+    return approval, error
+
+
 def prove(
     request: ProveRequest,
     *,
@@ -266,20 +287,12 @@ def prove(
     approval: Approval | None = None
     approval_error: str | None = None
     if result.decision is Decision.HOLD and approver is not None:
-        try:
-            approval = approver(ev.patch.sha256, result.fingerprint)
-        except ApprovalRejected as e:
-            approval_error = str(e)
-        journal.append(
-            "approval-checked",
-            approved=approval is not None,
-            approver=approval.approver if approval else None,
-            error=approval_error,
-        )
+        approval, approval_error = _ask_approval(approver, ev, result, journal)
 
     trusted = config is not None and not _config_changed_by_patch(request, ev)
     room = _CleanRoom()
     forged: tuple[str, ...] = ()
+    diffs: tuple[DifferentialReport, ...] = ()
     if (
         request.run_checks
         and config is not None
@@ -288,7 +301,23 @@ def prove(
         and result.decision is not Decision.DENY  # SPEC §3: DENY runs no untrusted code
     ):
         forged = _forged_reports(config, ev, evidence)
-        room = _run_checks(config, ev, evidence, sandbox, journal)
+        digest = config_source.blob if config_source is not None else ""
+        pending = differential_runs.start(
+            config, ev, evidence, sandbox, journal, config_digest=digest, cache=cache_dir()
+        )
+        try:
+            room = _run_checks(config, ev, evidence, sandbox, journal)
+            diffs = pending.finish(room.results, dict(spec.rules))  # SPEC §3.1
+        finally:
+            pending.close()
+        # SPEC §3.1: a changed expectation or a lost test waits for a person, as a HOLD does
+        if (
+            approval is None
+            and approval_error is None
+            and approver is not None
+            and wants_a_person(diffs)
+        ):
+            approval, approval_error = _ask_approval(approver, ev, result, journal)
 
     run = RunEvidence(
         evidence=ev,
@@ -305,6 +334,7 @@ def prove(
         unsafe_tree=room.unsafe_tree,
         interrupted=room.interrupted,
         forged_reports=forged,
+        differentials=diffs,
     )
     outcome = decide(run) if request.run_checks else preflight(run)
     journal.append(

@@ -538,6 +538,59 @@ def _cut_utf8(s: str, limit: int, *, keep_end: bool = False) -> str:
     return part.decode("utf-8", "ignore")
 
 
+_LISTS = (
+    ("regressions", "Regressions (pass on the base, not against the change with the base's tests)"),
+    ("expectation_changed", "Changed expectations (a person confirms the old one is wrong)"),
+    ("lost", "Lost tests (pass on the base, skipped or missing in the change's run)"),
+    ("proving", "Proving tests"),
+    ("survived", "Moved or renamed"),
+    ("pre_existing", "Failing on the base already (not held against the change)"),
+)
+
+
+def _tests(p: Mapping[str, object]) -> str:
+    """SPEC §3.1: counts per run and the differential's lists, ahead of the logs."""
+    lines: list[str] = []
+    for c in _list(_get(p, "checks")):
+        t = _get(c, "tests")
+        if not isinstance(t, Mapping):
+            continue
+        name = _code(_get(c, "name"))
+        if _get(t, "ran") is not True:
+            lines.append(f"- {name}: **no differential ran**: {_text(_get(t, 'note'), '')}")
+            continue
+        runs = _get(t, "runs")
+        count = _get(runs, "base", "pass"), _get(runs, "trusted", "pass")
+        proving = len(_list(_get(t, "proving")))
+        basis = "fail without it" if _get(t, "proving_basis") == "fail-to-pass" else "are new"
+        lines.append(
+            f"- {name}: {_text(count[0], '0')} passed on base, {_text(count[1], '0')} pass "
+            f"against the change with the base's tests, {proving} test(s) that {basis} "
+            "prove it."
+        )
+        rows = [
+            [_text(run)]
+            + [_text(_get(runs, run, o), "0") for o in ("pass", "fail", "error", "skip")]
+            for run in ("head", "base", "trusted", "proving")
+            if isinstance(_get(runs, run), Mapping)
+        ]
+        lines.append("")
+        lines.append(_table(["Run", "pass", "fail", "error", "skip"], rows))
+        notes = _get(t, "run_notes")
+        if isinstance(notes, Mapping):
+            lines += [f"- the {_text(r)} run: {_text(n)}" for r, n in sorted(notes.items())]
+        for key, title in _LISTS:
+            items = _list(_get(t, key))
+            total = _get(t, "lists", key, "count")
+            if not items:
+                continue
+            more = f" (first {len(items)} of {_text(total)})" if total != len(items) else ""
+            lines.append(f"\n**{title}**{more}:\n")
+            lines += [f"- {_code(i)}" for i in items]
+        lines.append("")
+    return "## Tests: the base's tests judge the change\n\n" + "\n".join(lines) if lines else ""
+
+
 def to_markdown(
     predicate: Mapping[str, object],
     *,
@@ -562,6 +615,7 @@ def to_markdown(
         _headline,
         _reasons,
         _glance,
+        _tests,
         _proven,
         _coverage,
         _policy,

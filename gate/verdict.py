@@ -7,10 +7,11 @@ Nothing stops early: a run that is both DENY'd and incomplete reports both.
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET  # noqa: S405 - bounded input; expat refuses entity bombs
 from dataclasses import dataclass
 from typing import assert_never
 
+from gate import junit
+from gate.differential import HELD_CODES, DifferentialReport
 from gate.model import (
     Approval,
     CheckResult,
@@ -28,7 +29,7 @@ from gate.model import (
     worst,
 )
 
-MAX_JUNIT_BYTES = 16 * 1024 * 1024
+MAX_JUNIT_BYTES = junit.MAX_REPORT_BYTES
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +50,7 @@ class RunEvidence:
     unsafe_tree: str | None = None
     interrupted: bool = False
     forged_reports: tuple[str, ...] = ()  # junit paths the patch itself supplies
+    differentials: tuple[DifferentialReport, ...] = ()  # SPEC §3.1, one per check with junit
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,8 +73,11 @@ def verdict_for(code: ReasonCode) -> Verdict:
             | ReasonCode.CHECK_TIMED_OUT
             | ReasonCode.CHECK_OOM_KILLED
             | ReasonCode.JUNIT_FAILURES
+            | ReasonCode.REGRESSION
         ):
             return Verdict.FAILED
+        case ReasonCode.EXPECTATION_CHANGED | ReasonCode.TESTS_LOST:
+            return Verdict.HELD
         case (
             ReasonCode.COVERAGE_INCOMPLETE
             | ReasonCode.PATCH_MISMATCH
@@ -105,26 +110,14 @@ def parse_junit(report: bytes) -> JunitCounts:
     Raises:
         ValueError: not a JUnit report.
     """
-    if len(report) > MAX_JUNIT_BYTES:
-        raise ValueError(f"report is larger than {MAX_JUNIT_BYTES} bytes")
-    if b"<!DOCTYPE" in report or b"<!ENTITY" in report:
-        raise ValueError("report declares a DTD or entities")
-    try:
-        root = ET.fromstring(report)  # noqa: S314 - DTDs refused above, size bounded
-    except ET.ParseError as e:
-        raise ValueError(f"not well-formed XML ({e})") from e
-    if root.tag not in ("testsuites", "testsuite"):
-        raise ValueError(f"root element is <{root.tag}>, not <testsuites> or <testsuite>")
+    root = junit.parse_root(report)
     tests = failures = errors = skipped = 0
     for case in root.iter("testcase"):
         tests += 1
-        tags = {child.tag for child in case}
-        if "failure" in tags:
-            failures += 1
-        elif "error" in tags:
-            errors += 1
-        elif "skipped" in tags:
-            skipped += 1
+        outcome = junit.case_outcome(case)
+        failures += outcome is junit.TestOutcome.FAIL
+        errors += outcome is junit.TestOutcome.ERROR
+        skipped += outcome is junit.TestOutcome.SKIP
     return JunitCounts(tests=tests, failures=failures, errors=errors, skipped=skipped)
 
 
@@ -361,6 +354,13 @@ def decide(run: RunEvidence) -> Outcome:
             by_name = {r.name: r for r in run.results}
             for spec in run.checks:
                 reasons.extend(_check_reasons(spec, by_name.get(spec.name)))
+        approved = run.approval is not None and (
+            (run.approval.patch_sha256, run.approval.policy_fingerprint)
+            == (run.evidence.patch.sha256, run.policy.fingerprint)
+        )
+        for report in run.differentials:  # (9): the base's tests judge the change
+            # a person confirmed the changed expectations / lost tests of this very patch
+            reasons.extend(r for r in report.reasons if not (approved and r.code in HELD_CODES))
         for path in run.forged_reports:
             reasons.append(
                 Reason(

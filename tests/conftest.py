@@ -142,6 +142,14 @@ def _remove(client: docker.DockerClient, thing: str) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _private_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The differential's base-run cache lives in $XDG_CACHE_HOME: one per test."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+
+
+@pytest.fixture(autouse=True)
 def _no_leaked_containers(request: pytest.FixtureRequest) -> Iterator[None]:
     """After every Docker test: no container, volume or image labeled proofgate=1 that it
     created remains."""

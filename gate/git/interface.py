@@ -46,6 +46,10 @@ class EvidenceSource(Protocol):
         """The git mode of `tree`'s entry at `path` (e.g. 0o120000 a symlink), or None."""
         ...
 
+    def overlay(self, onto: TreeId, source: TreeId, selected: Callable[[bytes], bool]) -> TreeId:
+        """`onto` with its `selected` paths taken from `source`, in the private store."""
+        ...
+
     def archive(
         self, tree: TreeId, *, mtime: int = 1_000_000_000, umask: int = 0o022
     ) -> Iterator[bytes]:

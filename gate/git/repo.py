@@ -19,6 +19,7 @@ from pygit2.enums import FileMode
 from gate.errors import RepoError
 from gate.git import fastarchive, worktree
 from gate.git.interface import UnsafeTreeError
+from gate.git.overlay import overlay
 from gate.git.patch import CapturedPatch, PatchApplyError, apply_patch, capture_patch
 from gate.git.store import PrivateStore, objects_dir
 from gate.git.tarstream import DEFAULT_MTIME, TarEntry, stream_tar, tree_entries
@@ -327,6 +328,24 @@ class GitRepository:
             self.close()
             raise
         return self._worktree
+
+    def overlay(self, onto: TreeId, source: TreeId, selected: Callable[[bytes], bool]) -> TreeId:
+        """`onto` with its `selected` paths taken from `source` (SPEC §3.1 trusted and
+        proving trees), written into the private object store only.
+
+        Raises:
+            RepoError: no capture yet, or a tree is not readable.
+            UnsafeTreeError: the new tree has an entry that could escape the workspace.
+        """
+        if self._store is None:
+            raise RepoError("overlay() needs a capture first (no private object store)")
+        store = self._store.git
+        try:
+            oid = overlay(store, pygit2.Oid(hex=onto), pygit2.Oid(hex=source), selected)
+        except (KeyError, ValueError, pygit2.GitError) as e:
+            raise RepoError(f"cannot build a tree from {onto} and {source}: {e}") from e
+        self._entries[str(oid)] = tree_entries(store, oid)
+        return TreeId(str(oid))
 
     def read_blob_at(self, commit: CommitId, path: str) -> tuple[BlobId, bytes] | None:
         """The regular-file blob at `path` in `commit`'s tree (user's repo), or None.

@@ -237,6 +237,9 @@ def build_predicate(
         "started_at": started_at,
         "finished_at": finished_at,
     }
+    from gate.differential import add_to_predicate
+
+    add_to_predicate(predicate, run.differentials)  # SPEC §3.1: checks[].tests, coverage
     if config is not None:
         predicate["image"] = config.image
         predicate["check_limits"] = {c.name: c.limits.to_dict() for c in config.checks}

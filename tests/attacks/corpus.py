@@ -1233,7 +1233,7 @@ CASES: tuple[Case, ...] = (
     _attack(
         "junit-forged-by-conftest",
         "conftest.py overwrites the JUnit report and forces exit 0 after real failures",
-        F({HELD}),
+        F({HELD, FAILED}),  # FAILED: the base's tests fail in the trusted run (regression)
         _junit_from_conftest(),
     ),
     # the clean room

@@ -1,0 +1,425 @@
+"""SPEC §3.1: the base's tests judge the change. Pure comparison over per-test outcomes.
+
+Runs (each a fresh container, see `gate.differential_runs`): head (the proven tree), base
+(the base tree), trusted (the proven tree with the base's test files and harness) and,
+with `differential: full`, proving (the base tree with the head's test files).
+
+For every test that passes on the base:
+
+- fails or errors in the trusted run, its file unchanged by the patch -> `regression`
+- fails or errors in the trusted run, its file changed by the patch -> `expectation-changed`
+- skipped or absent in the trusted run -> `regression`
+- skipped or absent in the head run -> `tests-lost`, unless it survives under another
+  identity in the head (see `survivors`).
+
+Identity is JUnit classname + name. A base test absent in the head survives when the head
+has, new and not skipped: the same name in another module (moved); a test function whose
+body is the same as the base test's body, AST for AST, under another name (renamed:
+the body is what the test checks, so the body is the identity that survives a rename);
+or, for a parametrized test, at least as many cases of the same function as passed on the
+base (its ids changed). None of these can hide a broken change: the trusted run still
+runs the base's test, under its base identity, against the new code.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from gate.journal import canonical_json
+from gate.junit import TestId, TestOutcome, counts
+from gate.model import Decision, DifferentialMode, JsonDict, Reason, ReasonCode
+
+__all__ = [
+    "DEFAULT_TESTS",
+    "HARNESS",
+    "MAX_LISTED",
+    "NO_PROVING_TEST",
+    "DifferentialReport",
+    "Run",
+    "compare",
+    "fingerprints",
+    "not_run",
+]
+
+DEFAULT_TESTS = ("tests/**", "test/**", "**/test_*.py", "**/*_test.py", "**/conftest.py")
+# Files the trusted run always takes from the base, whatever the `tests` globs say: the
+# test harness pytest loads by itself. conftest.py (SPEC §3.1), and the routes a change
+# could use to load its own plugin into the base's tests: package metadata registering a
+# `pytest11` entry point at a sys.path root, pytest's own ini file, and the interpreter's
+# start-up hooks.
+HARNESS = (
+    "**/conftest.py",
+    "**/*.dist-info/**",
+    "**/*.egg-info/**",
+    "pytest.ini",
+    ".pytest.ini",
+    "**/sitecustomize.py",
+    "**/usercustomize.py",
+)
+MAX_LISTED = 50  # per list in the receipt; the SHA-256 covers the full list
+NO_PROVING_TEST = "no-proving-test"
+
+BASE, HEAD, TRUSTED, PROVING = "base", "head", "trusted", "proving"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Run:
+    """One run's per-test outcomes, or why there are none."""
+
+    name: str
+    outcomes: Mapping[TestId, TestOutcome] | None
+    problem: str | None = None  # why `outcomes` is None (or a non-fatal remark)
+    cached: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DifferentialReport:
+    """What the differential of one check found; `to_dict` is the receipt's `tests`."""
+
+    check: str
+    mode: DifferentialMode
+    ran: bool
+    note: str | None = None  # why it did not run, in plain words
+    runs: tuple[Run, ...] = ()
+    regressions: tuple[str, ...] = ()
+    expectation_changed: tuple[str, ...] = ()
+    lost: tuple[str, ...] = ()
+    proving: tuple[str, ...] = ()
+    proving_basis: str = ""  # "fail-to-pass" (full) or "new-tests" (trusted)
+    survived: tuple[str, ...] = ()  # "base id -> head id (moved|renamed|reparametrized)"
+    pre_existing: tuple[str, ...] = ()  # failing on base: recorded, not held against it
+    findings: tuple[JsonDict, ...] = ()
+    reasons: tuple[Reason, ...] = field(default=())
+
+    def to_dict(self) -> JsonDict:
+        d: JsonDict = {"differential": self.mode.value, "ran": self.ran}
+        if self.note is not None:
+            d["note"] = self.note
+        if not self.ran:
+            return d
+        d["runs"] = {r.name: counts(r.outcomes or {}) for r in self.runs}
+        d["run_notes"] = {
+            r.name: ("reused from the local cache" if r.cached else "") + (r.problem or "")
+            for r in self.runs
+            if r.cached or r.problem
+        }
+        d["proving_basis"] = self.proving_basis
+        digests: JsonDict = {}
+        for key, items in (
+            ("regressions", self.regressions),
+            ("expectation_changed", self.expectation_changed),
+            ("lost", self.lost),
+            ("proving", self.proving),
+            ("survived", self.survived),
+            ("pre_existing", self.pre_existing),
+        ):
+            d[key] = list(items[:MAX_LISTED])
+            digests[key] = {"count": len(items), "sha256": list_digest(items)}
+        d["lists"] = digests
+        d["findings"] = list(self.findings)
+        return d
+
+
+def list_digest(items: Iterable[str]) -> str:
+    """SHA-256 of the canonical JSON of the full, sorted list."""
+    return hashlib.sha256(canonical_json(sorted(items))).hexdigest()
+
+
+def not_run(check: str, mode: DifferentialMode, note: str) -> DifferentialReport:
+    return DifferentialReport(check=check, mode=mode, ran=False, note=note)
+
+
+# -- where a test lives ----------------------------------------------------------------
+
+
+def _module(path: bytes) -> tuple[str, ...] | None:
+    text = path.decode("utf-8", "surrogateescape")
+    if not text.endswith(".py"):
+        return None
+    parts = tuple(text[:-3].split("/"))
+    return parts[:-1] if parts[-1] == "__init__" else parts
+
+
+def _locate(tid: TestId, modules: Mapping[tuple[str, ...], bytes]) -> tuple[bytes, str] | None:
+    """(file, qualname) of a testcase: the module whose dotted path, or a dotted suffix of
+    it (pytest names modules relative to its rootdir), starts the classname."""
+    parts = tuple(tid.classname.split(".")) if tid.classname else ()
+    best: tuple[int, bytes, str] | None = None
+    for mod, path in modules.items():
+        for start in range(len(mod)):
+            suffix = mod[start:]
+            if parts[: len(suffix)] == suffix:
+                rest = parts[len(suffix) :]
+                qual = ".".join((*rest, tid.function))
+                if best is None or len(suffix) > best[0]:
+                    best = (len(suffix), path, qual)
+                break
+    return None if best is None else (best[1], best[2])
+
+
+def _modules(paths: Iterable[bytes]) -> dict[tuple[str, ...], bytes]:
+    out: dict[tuple[str, ...], bytes] = {}
+    for p in paths:
+        mod = _module(p)
+        if mod:
+            out[mod] = p
+    return out
+
+
+def fingerprints(files: Mapping[bytes, bytes]) -> dict[tuple[bytes, str], str]:
+    """(file, qualname) -> SHA-256 of the test function's decorators, arguments and body
+    as an AST (the name excluded): what survives a rename. Files that do not parse are
+    left out (their tests then cannot survive a rename)."""
+    out: dict[tuple[bytes, str], str] = {}
+    for path, data in files.items():
+        if not path.endswith(b".py"):
+            continue
+        try:
+            tree = ast.parse(data)
+        except (SyntaxError, ValueError):
+            continue
+        stack: list[tuple[str, list[ast.stmt]]] = [("", tree.body)]
+        while stack:
+            prefix, body = stack.pop()
+            for node in body:
+                if isinstance(node, ast.ClassDef):
+                    stack.append((prefix + node.name + ".", node.body))
+                elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    shape = ast.dump(
+                        ast.Module(
+                            body=[*node.body],
+                            type_ignores=[],
+                        )
+                    ) + "|".join(ast.dump(d) for d in node.decorator_list)
+                    shape += "|" + ast.dump(node.args)
+                    out[(path, prefix + node.name)] = hashlib.sha256(shape.encode()).hexdigest()
+    return out
+
+
+# -- the comparison --------------------------------------------------------------------
+
+
+def _survivors(
+    lost: list[TestId],
+    base: Mapping[TestId, TestOutcome],
+    head: Mapping[TestId, TestOutcome],
+    base_prints: Mapping[tuple[bytes, str], str],
+    head_prints: Mapping[tuple[bytes, str], str],
+) -> tuple[list[TestId], list[str]]:
+    """Split `lost` into the really lost and those that survive in the head."""
+    new = [t for t, o in head.items() if t not in base and o is not TestOutcome.SKIP]
+    by_name: dict[str, list[TestId]] = {}
+    for t in new:
+        by_name.setdefault(t.name, []).append(t)
+    base_mods = _modules(p for p, _ in base_prints)
+    head_mods = _modules(p for p, _ in head_prints)
+    new_by_print: dict[str, list[TestId]] = {}
+    for t in new:
+        where = _locate(t, head_mods)
+        if where is not None and where in head_prints:
+            new_by_print.setdefault(head_prints[where], []).append(t)
+    base_pass: dict[tuple[str, str], int] = {}
+    for t, o in base.items():
+        if o is TestOutcome.PASS:
+            key = (t.classname, t.function)
+            base_pass[key] = base_pass.get(key, 0) + 1
+    head_cases: dict[tuple[str, str], int] = {}
+    for t, o in head.items():
+        if o is not TestOutcome.SKIP:
+            key = (t.classname, t.function)
+            head_cases[key] = head_cases.get(key, 0) + 1
+
+    really: list[TestId] = []
+    survived: list[str] = []
+    for t in lost:
+        moved = [m for m in by_name.get(t.name, []) if m.classname != t.classname]
+        if moved:
+            survived.append(f"{t} -> {moved[0]} (moved)")
+            continue
+        where = _locate(t, base_mods)
+        fp = base_prints.get(where) if where is not None else None
+        renamed = [r for r in new_by_print.get(fp, []) if r.function != t.function] if fp else []
+        if renamed:
+            survived.append(f"{t} -> {renamed[0]} (renamed, same body)")
+            continue
+        key = (t.classname, t.function)
+        if t.name != t.function and head_cases.get(key, 0) >= base_pass.get(key, 0):
+            survived.append(f"{t} -> {t.classname}::{t.function}[...] (reparametrized)")
+            continue
+        really.append(t)
+    return really, survived
+
+
+def _with_collection_errors(
+    outcomes: Mapping[TestId, TestOutcome],
+) -> Callable[[TestId], TestOutcome | None]:
+    """A run's outcome of a test, where a test absent because its module failed to collect
+    (pytest reports `classname=""`, `name=<module>` with an error) counts as an error."""
+    broken = {t.name for t, o in outcomes.items() if not t.classname and o is TestOutcome.ERROR}
+
+    def outcome(tid: TestId) -> TestOutcome | None:
+        got = outcomes.get(tid)
+        if got is None and any(
+            tid.classname == m or tid.classname.startswith(m + ".") for m in broken
+        ):
+            return TestOutcome.ERROR
+        return got
+
+    return outcome
+
+
+def _reason(code: ReasonCode, check: str, items: list[str], what: str) -> Reason:
+    shown = ", ".join(items[:5]) + (f" (+{len(items) - 5} more)" if len(items) > 5 else "")
+    return Reason(code=code, message=f"{len(items)} test(s) {what}: {shown}", check=check)
+
+
+def compare(
+    *,
+    check: str,
+    mode: DifferentialMode,
+    head: Run,
+    base: Run,
+    trusted: Run,
+    proving: Run | None,
+    changed: frozenset[bytes],
+    nontest_changed: bool,
+    base_files: Mapping[bytes, bytes],
+    head_files: Mapping[bytes, bytes],
+    no_proving_decision: Decision = Decision.ALLOW,
+) -> DifferentialReport:
+    """Apply the SPEC §3.1 table. `changed` holds every path the patch touches (old and
+    new names); `*_files` are the test files of the base and head trees (for renames).
+
+    The base run must have outcomes (else call `not_run`); a head, trusted or proving run
+    without outcomes counts as every test absent from it, and says why.
+    """
+    assert base.outcomes is not None  # noqa: S101 - caller's contract
+    b = base.outcomes
+    h = head.outcomes or {}
+    in_trusted = _with_collection_errors(trusted.outcomes or {})
+    changed_mods = _modules(changed)
+
+    regressions: list[TestId] = []
+    expectation: list[TestId] = []
+    lost: list[TestId] = []
+    for tid, outcome in sorted(b.items()):
+        if outcome is not TestOutcome.PASS:
+            continue
+        got = in_trusted(tid)
+        if got in (TestOutcome.FAIL, TestOutcome.ERROR):
+            where = _locate(tid, changed_mods)
+            (expectation if where is not None else regressions).append(tid)
+        elif got is None or got is TestOutcome.SKIP:
+            regressions.append(tid)
+        if h.get(tid) in (None, TestOutcome.SKIP):
+            lost.append(tid)
+    base_prints = fingerprints(base_files)
+    head_prints = fingerprints(head_files)
+    lost, survived = _survivors(lost, b, h, base_prints, head_prints)
+
+    if proving is not None:
+        # fail-to-pass: fails or errors without the change (a module that does not even
+        # import without it errors); absent for another reason proves nothing
+        in_proving = _with_collection_errors(proving.outcomes or {})
+        basis = "fail-to-pass"
+        proves = sorted(
+            tid
+            for tid, o in h.items()
+            if o is TestOutcome.PASS and in_proving(tid) in (TestOutcome.FAIL, TestOutcome.ERROR)
+        )
+    else:
+        basis = "new-tests"
+        proves = sorted(tid for tid, o in h.items() if o is TestOutcome.PASS and tid not in b)
+    pre = sorted(tid for tid, o in b.items() if o in (TestOutcome.FAIL, TestOutcome.ERROR))
+
+    reasons: list[Reason] = []
+    problems = {r.name: r.problem for r in (head, trusted) if r.outcomes is None and r.problem}
+    if regressions:
+        why = f" (the trusted run: {problems[TRUSTED]})" if TRUSTED in problems else ""
+        reasons.append(
+            _reason(
+                ReasonCode.REGRESSION,
+                check,
+                [str(x) for x in regressions],
+                "that pass on the base fail, are skipped or are missing against the change "
+                f"with the base's tests{why}",
+            )
+        )
+    if expectation:
+        reasons.append(
+            _reason(
+                ReasonCode.EXPECTATION_CHANGED,
+                check,
+                [str(x) for x in expectation],
+                "that pass on the base fail against the change, and the change edits their "
+                "files: a person confirms the old expectation is wrong",
+            )
+        )
+    if lost:
+        reasons.append(
+            _reason(
+                ReasonCode.TESTS_LOST,
+                check,
+                [str(x) for x in lost],
+                "that pass on the base are skipped or missing in the change's own run",
+            )
+        )
+    findings: list[JsonDict] = []
+    if nontest_changed and not proves:
+        message = "the change edits non-test code and no test " + (
+            "fails without it" if proving is not None else "was added for it"
+        )
+        findings.append(
+            {"rule": NO_PROVING_TEST, "decision": no_proving_decision.value, "message": message}
+        )
+        if no_proving_decision is Decision.HOLD:
+            reasons.append(Reason(code=ReasonCode.POLICY_HOLD, message=message, check=check))
+        elif no_proving_decision is Decision.DENY:
+            reasons.append(Reason(code=ReasonCode.POLICY_DENY, message=message, check=check))
+    runs = (head, base, trusted) + ((proving,) if proving is not None else ())
+    return DifferentialReport(
+        check=check,
+        mode=mode,
+        ran=True,
+        runs=runs,
+        regressions=tuple(str(x) for x in regressions),
+        expectation_changed=tuple(str(x) for x in expectation),
+        lost=tuple(str(x) for x in lost),
+        proving=tuple(str(x) for x in proves),
+        proving_basis=basis,
+        survived=tuple(survived),
+        pre_existing=tuple(str(x) for x in pre),
+        findings=tuple(findings),
+        reasons=tuple(reasons),
+    )
+
+
+HELD_CODES = frozenset({ReasonCode.EXPECTATION_CHANGED, ReasonCode.TESTS_LOST})
+
+
+def wants_a_person(reports: Iterable[DifferentialReport]) -> bool:
+    """Whether a differential reason is one a valid approval releases (HELD, not FAILED)."""
+    return any(r.code in HELD_CODES for d in reports for r in d.reasons)
+
+
+def add_to_predicate(predicate: JsonDict, reports: Iterable[DifferentialReport]) -> None:
+    """Each check's `tests` (SPEC §4), and a coverage note for every check whose
+    differential did not run: never silently skipped."""
+    by_check = {r.check: r for r in reports}
+    checks = predicate.get("checks")
+    if isinstance(checks, list):
+        for c in checks:
+            if isinstance(c, dict) and c.get("name") in by_check:
+                c["tests"] = by_check[str(c["name"])].to_dict()
+    coverage = predicate.get("coverage")
+    if isinstance(coverage, dict):
+        notes = list(coverage.get("notes") or [])
+        notes.extend(
+            f"check {r.check}: no differential ran ({r.note})"
+            for r in by_check.values()
+            if not r.ran
+        )
+        coverage["notes"] = notes

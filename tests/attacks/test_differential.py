@@ -1,0 +1,339 @@
+"""The differential (SPEC §3.1) on its own: "tests that lie" against broken code.
+
+Every attack breaks `calc.add` and then makes the change's own tests say nothing about
+it. The policy's pattern rules are all switched off (`policy.rules: {id: allow}` for
+every built-in rule), so what contains each attack is the semantic comparison: the
+base's tests, with the base's harness, run against the change. Honest changes beside
+them must stay PROVEN. Real repositories, real Docker, the clean-room image.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gate import cli, differential_runs, policy
+from tests.attacks.corpus import (
+    CALC,
+    CALC_BROKEN,
+    PYTEST,
+    Built,
+    Observation,
+    Workspace,
+    config,
+    pr_repo,
+    predicate_of,
+    prove,
+)
+from tests.gitutil import Content, Symlink
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+ALL_RULES_OFF = (
+    "policy:\n  rules: {" + ", ".join(f"{rid}: allow" for rid in sorted(policy.RULES)) + "}\n"
+)
+JUNIT = "reports/junit.xml"
+TEST_ARGV = PYTEST[:-1] + f', "--junitxml={JUNIT}"]'
+
+
+def _check(extra: str) -> str:
+    return "  - {name: unit, test: [" + TEST_ARGV + "], junit: " + JUNIT + extra + "}\n"
+
+
+TESTS_CALC = (
+    b"from calc import add, sub\n\n\n"
+    b"def test_add():\n    assert add(2, 3) == 5\n\n\n"
+    b"def test_sub():\n    assert sub(5, 3) == 2\n"
+)
+CALC2 = CALC + b"\n\ndef sub(a, b):\n    return a - b\n"
+CALC2_BROKEN = CALC_BROKEN + b"\n\ndef sub(a, b):\n    return a - b\n"
+
+
+def _config(extra: str = "", policy_text: str = ALL_RULES_OFF) -> bytes:
+    return config(_check(extra), policy=policy_text)
+
+
+def _base(**files: Content) -> dict[bytes, Content]:
+    tree: dict[bytes, Content] = {
+        b".github/proofgate.yml": _config(),
+        b"calc.py": CALC2,
+        b"tests/test_calc.py": TESTS_CALC,
+    }
+    tree.update({k.encode(): v for k, v in files.items()})
+    return tree
+
+
+def _run(
+    tmp_path: Path, pr: dict[bytes, Content], base: dict[bytes, Content] | None = None
+) -> tuple[Observation, dict[str, object]]:
+    ws = Workspace(tmp_path)
+    _, path = pr_repo(ws, pr, base if base is not None else _base())
+    seen = prove(ws, Built(repo=path), tmp_path / "out")
+    assert not [p for p in seen.problems if p.startswith("integrity:")], seen.problems
+    pred = predicate_of((tmp_path / "out" / "receipt.json").read_bytes())
+    return seen, pred
+
+
+def _tests_block(pred: dict[str, object]) -> dict[str, object]:
+    checks = pred["checks"]
+    assert isinstance(checks, list)
+    block = checks[0]["tests"]
+    assert isinstance(block, dict)
+    return block
+
+
+def _codes(pred: dict[str, object]) -> set[str]:
+    reasons = pred["reasons"]
+    assert isinstance(reasons, list)
+    return {str(r["code"]) for r in reasons}
+
+
+def _detail(seen: Observation, pred: dict[str, object]) -> str:
+    return json.dumps({"reasons": pred["reasons"], "outcome": seen.outcome}) + seen.log[-3000:]
+
+
+# --- attacks: broken calc.add, and the change's tests made to say nothing about it ---
+
+ATTACKS: dict[str, dict[bytes, Content]] = {
+    "from-pytest-import-skip": {
+        b"tests/test_calc.py": TESTS_CALC.replace(
+            b"def test_add():\n", b"def test_add():\n    skip('flaky')\n"
+        ).replace(b"from calc import", b"from pytest import skip\nfrom calc import"),
+    },
+    "import-pytest-as-pt": {
+        b"tests/test_calc.py": b"import pytest as pt\n"
+        + TESTS_CALC.replace(b"def test_add():\n", b"@pt.mark.skip\ndef test_add():\n"),
+    },
+    "named-skip-marker": {
+        b"tests/test_calc.py": b"import pytest\nslow = pytest.mark.skip(reason='slow')\n"
+        + TESTS_CALC.replace(b"def test_add():\n", b"@slow\ndef test_add():\n"),
+    },
+    "skip-exception-at-runtime": {
+        b"tests/test_calc.py": TESTS_CALC.replace(
+            b"def test_add():\n",
+            b"def test_add():\n    import _pytest.outcomes as o\n    raise o.Skipped('later')\n",
+        ),
+    },
+    "test-file-renamed-by-case": {
+        b"tests/test_calc.py": None,
+        b"tests/Test_calc.py": TESTS_CALC,
+    },
+    "test-file-moved-uncollected": {
+        b"tests/test_calc.py": None,
+        b"tests/calc_checks.py": TESTS_CALC,
+    },
+    "test-file-symlink-to-trivial": {
+        b"tests/test_calc.py": Symlink(b"trivial.py"),
+        b"tests/trivial.py": b"def test_add():\n    pass\n\n\ndef test_sub():\n    pass\n",
+    },
+    "pytest-plugins-in-test-module": {
+        b"tests/test_calc.py": b"pytest_plugins = ['tests.green']\n" + TESTS_CALC,
+        b"tests/green.py": (
+            b"import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\n"
+            b"def pytest_runtest_makereport(item, call):\n"
+            b"    out = yield\n    rep = out.get_result()\n"
+            b"    rep.outcome = 'passed'\n    rep.longrepr = None\n"
+        ),
+    },
+    "dist-info-pytest11-plugin": {
+        b"greenplug.dist-info/METADATA": b"Metadata-Version: 2.1\nName: greenplug\nVersion: 1\n",
+        b"greenplug.dist-info/entry_points.txt": b"[pytest11]\ngreen = greenplug_hooks\n",
+        b"greenplug_hooks.py": (
+            b"import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\n"
+            b"def pytest_runtest_makereport(item, call):\n"
+            b"    out = yield\n    rep = out.get_result()\n"
+            b"    rep.outcome = 'passed'\n    rep.longrepr = None\n"
+        ),
+    },
+    "tests-pkg-double-shadows-real": {
+        b"tests/calc.py": b"def add(a, b):\n    return 5\n\n\ndef sub(a, b):\n    return 2\n",
+    },
+    "test-body-replaced-same-asserts": {
+        b"tests/test_calc.py": TESTS_CALC.replace(
+            b"assert add(2, 3) == 5", b"assert add(2, 2) == 0"
+        ),
+    },
+}
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS), ids=sorted(ATTACKS))
+def test_lying_tests_are_caught_by_the_differential(attack: str, tmp_path: Path) -> None:
+    pr = {**_base(), b"calc.py": CALC2_BROKEN, **ATTACKS[attack]}
+    seen, pred = _run(tmp_path, pr)
+    detail = _detail(seen, pred)
+    assert seen.outcome in ("FAILED", "HELD"), detail
+    assert not seen.problems, detail
+    assert _codes(pred) & {"regression", "expectation-changed"}, detail
+    block = _tests_block(pred)
+    assert block["ran"] is True
+    flagged = [*block["regressions"], *block["expectation_changed"]]  # type: ignore[misc]
+    assert "tests.test_calc::test_add" in flagged, detail
+
+
+# --- honest changes: PROVEN -----------------------------------------------------------
+
+
+MUL_TESTS = b"from calc import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n"
+
+
+def test_new_feature_with_new_tests_is_proven(tmp_path: Path) -> None:
+    pr = {
+        **_base(),
+        b"calc.py": CALC2 + b"\n\ndef mul(a, b):\n    return a * b\n",
+        b"tests/test_mul.py": MUL_TESTS,
+    }
+    seen, pred = _run(tmp_path, pr)
+    assert seen.outcome == "PROVEN", _detail(seen, pred)
+    block = _tests_block(pred)
+    assert block["runs"]["base"]["pass"] == 2  # type: ignore[index]
+    assert block["runs"]["trusted"]["pass"] == 2  # type: ignore[index]
+    assert block["proving"] == ["tests.test_mul::test_mul"]
+    md = (tmp_path / "out" / "receipt.md").read_text()
+    assert "2 passed on base, 2 pass against the change with the base's tests, 1 test(s)" in md
+
+
+def test_the_markdown_shows_the_differential_ahead_of_the_logs(tmp_path: Path) -> None:
+    pr = {**_base(), b"calc.py": CALC2_BROKEN, **ATTACKS["test-body-replaced-same-asserts"]}
+    seen, pred = _run(tmp_path, pr)
+    assert seen.outcome == "HELD", _detail(seen, pred)
+    md = (tmp_path / "out" / "receipt.md").read_text()
+    lists = md.index("**Changed expectations")
+    assert md.index("`tests.test_calc::test_add`", lists) < md.index("## Logs")
+
+
+def test_tests_moved_between_files_is_proven(tmp_path: Path) -> None:
+    add_only = b"from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    sub_only = b"from calc import sub\n\n\ndef test_sub():\n    assert sub(5, 3) == 2\n"
+    pr = {**_base(), b"tests/test_calc.py": add_only, b"tests/test_sub.py": sub_only}
+    seen, pred = _run(tmp_path, pr)
+    assert seen.outcome == "PROVEN", _detail(seen, pred)
+    survived = _tests_block(pred)["survived"]
+    assert survived == ["tests.test_calc::test_sub -> tests.test_sub::test_sub (moved)"]
+
+
+def test_test_renamed_with_body_unchanged_is_proven(tmp_path: Path) -> None:
+    pr = {**_base(), b"tests/test_calc.py": TESTS_CALC.replace(b"test_add", b"test_addition")}
+    seen, pred = _run(tmp_path, pr)
+    assert seen.outcome == "PROVEN", _detail(seen, pred)
+    survived = _tests_block(pred)["survived"]
+    assert survived == [
+        "tests.test_calc::test_add -> tests.test_calc::test_addition (renamed, same body)"
+    ]
+
+
+PARAM = (
+    b"import pytest\nfrom calc import add\n\n\n"
+    b"@pytest.mark.parametrize(('a', 'b', 'c'), [(1, 2, 3), (2, 2, 4)]{ids})\n"
+    b"def test_add(a, b, c):\n    assert add(a, b) == c\n"
+)
+
+
+def test_parametrize_ids_that_change_are_proven(tmp_path: Path) -> None:
+    base = _base(**{"tests/test_param.py": PARAM.replace(b"{ids}", b"")})
+    pr = {**base, b"tests/test_param.py": PARAM.replace(b"{ids}", b", ids=['small', 'even']")}
+    seen, pred = _run(tmp_path, pr, base)
+    assert seen.outcome == "PROVEN", _detail(seen, pred)
+    assert len(_tests_block(pred)["survived"]) == 2  # type: ignore[arg-type]
+
+
+def test_pre_existing_failures_on_base_are_recorded_not_held(tmp_path: Path) -> None:
+    buggy = CALC2 + b"\n\ndef mul(a, b):\n    return a**b\n"
+    base = _base(**{"calc.py": buggy, "tests/test_mul.py": MUL_TESTS})
+    pr = {**base, b"calc.py": buggy.replace(b"return a**b\n", b"return a * b\n")}
+    seen, pred = _run(tmp_path, pr, base)
+    assert seen.outcome == "PROVEN", _detail(seen, pred)
+    block = _tests_block(pred)
+    assert block["pre_existing"] == ["tests.test_mul::test_mul"]
+    assert block["runs"]["base"] == {"pass": 2, "fail": 1, "error": 0, "skip": 0}  # type: ignore[index]
+
+
+def test_a_check_without_junit_says_no_differential_ran(tmp_path: Path) -> None:
+    base = _base(**{".github/proofgate.yml": config(policy=ALL_RULES_OFF)})
+    pr = {**base, b"calc.py": CALC2 + b"\n# comment\n"}
+    seen, pred = _run(tmp_path, pr, base)
+    assert seen.outcome == "PROVEN", _detail(seen, pred)
+    assert _tests_block(pred) == {
+        "differential": "off",
+        "ran": False,
+        "note": "the check has no junit report to compare",
+    }
+    assert "check unit: no differential ran" in str(pred["coverage"])
+
+
+def test_weakened_test_with_differential_off_is_proven_and_says_so(tmp_path: Path) -> None:
+    base = _base(**{".github/proofgate.yml": _config(", differential: off")})
+    pr = {**base, b"calc.py": CALC2_BROKEN, **ATTACKS["test-body-replaced-same-asserts"]}
+    seen, pred = _run(tmp_path, pr, base)
+    # the negative control: without the differential this attack reaches PROVEN
+    assert seen.outcome == "PROVEN", _detail(seen, pred)
+    assert _tests_block(pred) == {"differential": "off", "ran": False, "note": "differential: off"}
+
+
+def test_a_second_proof_reuses_the_cached_base_run(tmp_path: Path) -> None:
+    pr = {**_base(), b"calc.py": CALC2 + b"\n\ndef mul(a, b):\n    return a * b\n"}
+    pr[b"tests/test_mul.py"] = MUL_TESTS
+    ws = Workspace(tmp_path)
+    _, path = pr_repo(ws, pr, _base())
+    first = prove(ws, Built(repo=path), tmp_path / "one")
+    second = prove(ws, Built(repo=path), tmp_path / "two")
+    assert (first.outcome, second.outcome) == ("PROVEN", "PROVEN")
+    one = _tests_block(predicate_of((tmp_path / "one" / "receipt.json").read_bytes()))
+    two = _tests_block(predicate_of((tmp_path / "two" / "receipt.json").read_bytes()))
+    assert "base" not in one["run_notes"]  # type: ignore[operator]
+    assert two["run_notes"] == {"base": "reused from the local cache"}
+    assert one["runs"] == two["runs"]
+    # the base tree's entry, and the proven tree's (for when it is a base in turn)
+    entries = [json.loads(e.read_bytes()) for e in differential_runs.cache_dir().glob("*.json")]
+    assert len(entries) == 2
+    assert all(set(e) == {"v", "outcomes"} for e in entries)  # per-test outcomes only
+    assert sorted(len(e["outcomes"]) for e in entries) == [2, 3]
+
+
+def test_a_change_to_code_only_reuses_the_head_run_as_the_trusted_run(tmp_path: Path) -> None:
+    seen, pred = _run(tmp_path, {**_base(), b"calc.py": CALC2_BROKEN})
+    assert seen.outcome == "FAILED", _detail(seen, pred)
+    assert {"check-failed", "regression"} <= _codes(pred)
+    block = _tests_block(pred)
+    assert block["run_notes"] == {
+        "trusted": "the trusted tree is the head tree: the head run's outcomes"
+    }
+    events = pred["journal"]["events"]  # type: ignore[index]
+    assert not [e for e in events if e["data"].get("check") == "unit@trusted"]
+
+
+def test_a_changed_expectation_approved_by_a_person_is_proven(tmp_path: Path) -> None:
+    # SPEC §3.1: HELD `expectation-changed` waits for a person; an approval bound to this
+    # patch digest and policy releases it (a regression is FAILED and no approval helps)
+    pr = {**_base(), b"calc.py": CALC2_BROKEN, **ATTACKS["test-body-replaced-same-asserts"]}
+    ws = Workspace(tmp_path)
+    _, path = pr_repo(ws, pr, _base())
+    held = prove(ws, Built(repo=path), tmp_path / "one")
+    assert held.outcome == "HELD", held.log[-2000:]
+    approval = tmp_path / "approval.json"
+    argv = ["approve", "--key", str(ws.key), "--receipt", str(tmp_path / "one" / "receipt.json")]
+    assert cli.main([*argv, "--approver", "alice", "--out", str(approval)]) == 0
+    approved = prove(ws, Built(repo=path, args=("--approval", str(approval))), tmp_path / "two")
+    assert approved.outcome == "PROVEN", approved.log[-2000:]
+    pred = predicate_of((tmp_path / "two" / "receipt.json").read_bytes())
+    assert pred["approval"]["approver"] == "alice"  # type: ignore[index]
+    assert _tests_block(pred)["expectation_changed"] == ["tests.test_calc::test_add"]
+
+
+def test_differential_full_names_the_tests_that_fail_without_the_change(tmp_path: Path) -> None:
+    base = _base(**{".github/proofgate.yml": _config(", differential: full")})
+    old_code_test = b"from calc import add\n\n\ndef test_add_zero():\n    assert add(0, 0) == 0\n"
+    pr = {
+        **base,
+        b"calc.py": CALC2 + b"\n\ndef mul(a, b):\n    return a * b\n",
+        b"tests/test_mul.py": MUL_TESTS,
+        b"tests/test_zero.py": old_code_test,  # passes without the change: proves nothing
+    }
+    seen, pred = _run(tmp_path, pr, base)
+    assert seen.outcome == "PROVEN", _detail(seen, pred)
+    block = _tests_block(pred)
+    assert block["proving_basis"] == "fail-to-pass"
+    assert block["proving"] == ["tests.test_mul::test_mul"]
+    assert block["runs"]["proving"]["pass"] == 3  # type: ignore[index]
+    assert block["findings"] == []

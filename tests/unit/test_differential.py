@@ -1,0 +1,267 @@
+"""SPEC §3.1 as a table: the pure comparison, per-test outcomes, and the config keys."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from gate import differential
+from gate.config import load_config
+from gate.differential import Run, compare, list_digest
+from gate.errors import ConfigError
+from gate.junit import TestId, TestOutcome, parse_outcomes
+from gate.model import Decision, DifferentialMode, ReasonCode
+from gate.verdict import verdict_for
+
+P, F, E, S = TestOutcome.PASS, TestOutcome.FAIL, TestOutcome.ERROR, TestOutcome.SKIP
+ADD = TestId(classname="tests.test_calc", name="test_add")
+SUB = TestId(classname="tests.test_calc", name="test_sub")
+SRC = (
+    b"def test_add():\n    assert add(2, 3) == 5\n\n\ndef test_sub():\n    assert sub(5, 3) == 2\n"
+)
+
+
+def _compare(
+    head: dict[TestId, TestOutcome] | None,
+    trusted: dict[TestId, TestOutcome] | None,
+    *,
+    base: dict[TestId, TestOutcome] | None = None,
+    changed: frozenset[bytes] = frozenset({b"calc.py"}),
+    head_files: dict[bytes, bytes] | None = None,
+    proving: dict[TestId, TestOutcome] | None = None,
+    full: bool = False,
+) -> differential.DifferentialReport:
+    return compare(
+        check="unit",
+        mode=DifferentialMode.FULL if full else DifferentialMode.TRUSTED,
+        head=Run(name="head", outcomes=head),
+        base=Run(name="base", outcomes=base if base is not None else {ADD: P, SUB: P}),
+        trusted=Run(name="trusted", outcomes=trusted, problem=None if trusted else "crashed"),
+        proving=Run(name="proving", outcomes=proving) if full else None,
+        changed=changed,
+        nontest_changed=any(not p.startswith(b"tests/") for p in changed),
+        base_files={b"tests/test_calc.py": SRC},
+        head_files=head_files if head_files is not None else {b"tests/test_calc.py": SRC},
+    )
+
+
+def _codes(report: differential.DifferentialReport) -> list[str]:
+    return [r.code.value for r in report.reasons]
+
+
+TABLE = [
+    # (head, trusted, changed paths, expected codes)
+    ({ADD: P, SUB: P}, {ADD: P, SUB: P}, {b"calc.py"}, []),
+    ({ADD: P, SUB: P}, {ADD: F, SUB: P}, {b"calc.py"}, ["regression"]),
+    ({ADD: P, SUB: P}, {ADD: E, SUB: P}, {b"calc.py"}, ["regression"]),
+    (
+        {ADD: P, SUB: P},
+        {ADD: F, SUB: P},
+        {b"calc.py", b"tests/test_calc.py"},
+        ["expectation-changed"],
+    ),
+    ({ADD: P, SUB: P}, {SUB: P}, {b"calc.py"}, ["regression"]),
+    ({ADD: P, SUB: P}, {ADD: S, SUB: P}, {b"calc.py"}, ["regression"]),
+    ({ADD: S, SUB: P}, {ADD: P, SUB: P}, {b"calc.py"}, ["tests-lost"]),
+    ({SUB: P}, {ADD: P, SUB: P}, {b"calc.py"}, ["tests-lost"]),
+    (None, None, {b"calc.py"}, ["regression", "tests-lost"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("head", "trusted", "changed", "codes"),
+    TABLE,
+    ids=[
+        "all-pass",
+        "trusted-fails-file-unchanged",
+        "trusted-errors-file-unchanged",
+        "trusted-fails-file-changed",
+        "absent-in-trusted",
+        "skipped-in-trusted",
+        "skipped-in-head",
+        "absent-in-head",
+        "no-reports",
+    ],
+)
+def test_spec_table(
+    head: dict[TestId, TestOutcome] | None,
+    trusted: dict[TestId, TestOutcome] | None,
+    changed: set[bytes],
+    codes: list[str],
+) -> None:
+    assert _codes(_compare(head, trusted, changed=frozenset(changed))) == codes
+
+
+def test_reason_codes_map_to_the_spec_verdicts() -> None:
+    assert verdict_for(ReasonCode.REGRESSION).value == "FAILED"
+    assert verdict_for(ReasonCode.EXPECTATION_CHANGED).value == "HELD"
+    assert verdict_for(ReasonCode.TESTS_LOST).value == "HELD"
+
+
+def test_base_failures_are_pre_existing_not_held() -> None:
+    report = _compare({ADD: P, SUB: F}, {ADD: P, SUB: F}, base={ADD: P, SUB: F})
+    assert report.reasons == ()
+    assert report.pre_existing == ("tests.test_calc::test_sub",)
+
+
+def test_a_test_moved_to_another_module_is_not_lost() -> None:
+    moved = TestId(classname="tests.test_sub", name="test_sub")
+    report = _compare({ADD: P, moved: P}, {ADD: P, SUB: P})
+    assert report.reasons == ()
+    assert report.survived == ("tests.test_calc::test_sub -> tests.test_sub::test_sub (moved)",)
+
+
+def test_a_moved_name_must_be_new_in_the_head() -> None:
+    # test_sub already existed elsewhere on the base: deleting this one loses it
+    other = TestId(classname="tests.test_other", name="test_sub")
+    report = _compare(
+        {ADD: P, other: P}, {ADD: P, SUB: P, other: P}, base={ADD: P, SUB: P, other: P}
+    )
+    assert _codes(report) == ["tests-lost"]
+
+
+def test_a_test_renamed_with_its_body_unchanged_is_not_lost() -> None:
+    renamed = TestId(classname="tests.test_calc", name="test_addition")
+    files = {b"tests/test_calc.py": SRC.replace(b"test_add", b"test_addition")}
+    report = _compare({renamed: P, SUB: P}, {ADD: P, SUB: P}, head_files=files)
+    assert report.reasons == ()
+    assert "renamed, same body" in report.survived[0]
+
+
+def test_a_renamed_test_with_a_new_body_is_lost() -> None:
+    renamed = TestId(classname="tests.test_calc", name="test_addition")
+    weaker = SRC.replace(
+        b"def test_add():\n    assert add(2, 3) == 5", b"def test_addition():\n    assert True"
+    )
+    report = _compare(
+        {renamed: P, SUB: P}, {ADD: P, SUB: P}, head_files={b"tests/test_calc.py": weaker}
+    )
+    assert _codes(report) == ["tests-lost"]
+
+
+def test_parametrize_ids_that_change_keep_the_cases() -> None:
+    old = {TestId(classname="tests.test_p", name=f"test_p[{i}]"): P for i in ("1", "2")}
+    new = {TestId(classname="tests.test_p", name=f"test_p[{i}]"): P for i in ("a", "b")}
+    report = _compare(
+        {**new, ADD: P, SUB: P}, {**old, ADD: P, SUB: P}, base={**old, ADD: P, SUB: P}
+    )
+    assert report.reasons == ()
+    fewer = dict(list(new.items())[:1])
+    report = _compare(
+        {**fewer, ADD: P, SUB: P}, {**old, ADD: P, SUB: P}, base={**old, ADD: P, SUB: P}
+    )
+    assert _codes(report) == ["tests-lost"]
+
+
+def test_proving_tests_fail_without_the_change() -> None:
+    new = TestId(classname="tests.test_mul", name="test_mul")
+    report = _compare(
+        {ADD: P, SUB: P, new: P}, {ADD: P, SUB: P}, proving={ADD: P, SUB: P, new: F}, full=True
+    )
+    assert report.proving == ("tests.test_mul::test_mul",)
+    assert report.findings == ()
+    # a new test that also passes without the change proves nothing
+    report = _compare(
+        {ADD: P, SUB: P, new: P}, {ADD: P, SUB: P}, proving={ADD: P, SUB: P, new: P}, full=True
+    )
+    assert report.proving == ()
+    assert [f["rule"] for f in report.findings] == ["no-proving-test"]
+    assert report.findings[0]["decision"] == Decision.ALLOW.value
+    assert report.reasons == ()
+
+
+def test_receipt_lists_are_bounded_with_the_digest_of_the_full_list() -> None:
+    many = {TestId(classname="tests.t", name=f"test_{i:03}"): P for i in range(120)}
+    report = _compare({}, dict(many), base=dict(many))
+    block = report.to_dict()
+    assert len(block["lost"]) == differential.MAX_LISTED  # type: ignore[arg-type]
+    lists = block["lists"]
+    assert isinstance(lists, dict)
+    assert lists["lost"]["count"] == 120
+    full = sorted(str(t) for t in many)
+    expected = hashlib.sha256(json.dumps(full, separators=(",", ":")).encode()).hexdigest()
+    assert lists["lost"]["sha256"] == expected == list_digest(full)
+
+
+REPORT = b"""<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
+<testcase classname="tests.test_a" name="test_ok"/>
+<testcase classname="tests.test_a" name="test_p[1-2]"><failure message="x"/></testcase>
+<testcase classname="tests.test_a" name="test_e"><error message="x"/></testcase>
+<testcase classname="tests.test_a" name="test_s"><skipped message="x"/></testcase>
+<testcase classname="tests.test_a" name="test_ok"><error message="teardown"/></testcase>
+</testsuite></testsuites>"""
+
+
+def test_junit_outcomes_per_identity_worst_wins() -> None:
+    got = parse_outcomes(REPORT)
+    assert got == {
+        TestId(classname="tests.test_a", name="test_ok"): E,
+        TestId(classname="tests.test_a", name="test_p[1-2]"): F,
+        TestId(classname="tests.test_a", name="test_e"): E,
+        TestId(classname="tests.test_a", name="test_s"): S,
+    }
+
+
+@pytest.mark.parametrize(
+    "report",
+    [b'<!DOCTYPE x [<!ENTITY a "b">]><testsuite/>', b"<html/>", b"<testsuite>"],
+    ids=["entities", "not-junit", "malformed"],
+)
+def test_junit_outcomes_refuse_hostile_reports(report: bytes) -> None:
+    with pytest.raises(ValueError, match="DTD|root element|well-formed"):
+        parse_outcomes(report)
+
+
+BASE_CONFIG = "version: 1\nchecks:\n  - {name: unit, test: [pytest]%s}\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "mode", "tests"),
+    [
+        ("", DifferentialMode.OFF, ()),
+        (", junit: r.xml", DifferentialMode.TRUSTED, ()),
+        (", junit: r.xml, differential: full, tests: ['t/**']", DifferentialMode.FULL, ("t/**",)),
+        (", junit: r.xml, differential: off", DifferentialMode.OFF, ()),
+    ],
+    ids=["no-junit", "junit-default-trusted", "full-with-globs", "off"],
+)
+def test_config_differential_keys(
+    extra: str, mode: DifferentialMode, tests: tuple[str, ...]
+) -> None:
+    (check,) = load_config((BASE_CONFIG % extra).encode(), source="f.yml").checks
+    assert check.differential is mode
+    assert check.tests == tests
+
+
+@pytest.mark.parametrize(
+    ("extra", "key"),
+    [
+        (", differential: trusted", "checks[0].differential"),
+        (", junit: r.xml, differential: always", "checks[0].differential"),
+        (", junit: r.xml, tests: []", "checks[0].tests"),
+        (", junit: r.xml, tests: ['!x']", "checks[0].tests[0]"),
+    ],
+    ids=["needs-junit", "bad-mode", "empty-globs", "negated-glob"],
+)
+def test_config_differential_errors_name_the_key(extra: str, key: str) -> None:
+    with pytest.raises(ConfigError, match=r"f\.yml") as info:
+        load_config((BASE_CONFIG % extra).encode(), source="f.yml")
+    assert key in str(info.value)
+
+
+def test_a_module_that_does_not_collect_errors_its_tests() -> None:
+    broken = TestId(classname="", name="tests.test_calc")  # pytest's collection error entry
+    report = _compare({ADD: P, SUB: P}, {broken: E}, changed=frozenset({b"calc.py"}))
+    assert report.regressions == ("tests.test_calc::test_add", "tests.test_calc::test_sub")
+    new = TestId(classname="tests.test_mul", name="test_mul")
+    other = TestId(classname="tests.test_other", name="test_other")
+    report = _compare(
+        {ADD: P, SUB: P, new: P, other: P},
+        {ADD: P, SUB: P},
+        proving={ADD: P, SUB: P, TestId(classname="", name="tests.test_mul"): E},
+        full=True,
+    )
+    # test_mul does not import without the change; test_other is merely absent: no proof
+    assert report.proving == ("tests.test_mul::test_mul",)
