@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from typing import cast
@@ -223,8 +223,40 @@ def _limits(merged: Mapping[str, object]) -> Limits:
         user=None if user is None else str(user),
         cap_add=tuple(str(c) for c in cast(list[object], merged.get("cap_add", []))),
         env=tuple(sorted(cast(Mapping[str, str], merged.get("env", {})).items())),
-        egress=tuple(str(e) for e in cast(list[object], merged.get("egress", []))),
+        egress=expand_egress(str(e) for e in cast(list[object], merged.get("egress", []))),
     )
+
+
+PYTHON_PACKAGE_INDEX = "python-package-index"
+
+
+def expand_egress(entries: Iterable[str]) -> tuple[str, ...]:
+    """`egress` with the `python-package-index` alias replaced by the hosts of pip's own
+    default index and its file storage, port 443, read from the pip installed beside
+    proofgate (so no configuration has to spell them, and they follow pip). Order kept,
+    duplicates dropped.
+
+    Raises:
+        ValueError: the alias is used and no pip is importable here.
+    """
+    out: list[str] = []
+    for entry in entries:
+        if entry == PYTHON_PACKAGE_INDEX:
+            out += [f"{host}:443" for host in _pip_index_hosts()]
+        else:
+            out.append(entry)
+    return tuple(dict.fromkeys(out))
+
+
+def _pip_index_hosts() -> tuple[str, str]:
+    try:
+        from pip._internal.models.index import PyPI
+    except ImportError as e:
+        raise ValueError(
+            f"`{PYTHON_PACKAGE_INDEX}` names pip's default index, and no pip is installed "
+            "beside proofgate; list the index's host:port pairs instead"
+        ) from e
+    return str(PyPI.netloc), str(PyPI.file_storage_domain)
 
 
 def _check_egress(source: str, doc: Mapping[str, object]) -> None:
@@ -235,6 +267,9 @@ def _check_egress(source: str, doc: Mapping[str, object]) -> None:
         entries = cast(Mapping[str, object], raw).get("egress", [])
         for j, entry in enumerate(cast(list[str], entries)):
             try:
+                if entry == PYTHON_PACKAGE_INDEX:
+                    _pip_index_hosts()
+                    continue
                 parse_egress_entry(entry)
             except ValueError as e:
                 raise ConfigError(

@@ -307,3 +307,23 @@ def test_markdown_lists_attempts_and_escapes_hostile_names() -> None:
     assert "**refused** (dns-refused)" in section
     # inside a code span: no HTML, and the table cell cannot be split by the name
     assert "``a\\|b`c<script>.exfil.test:53``" in section
+
+
+def test_python_package_index_alias_expands_to_pips_own_default_hosts() -> None:
+    """`egress: [python-package-index]` lets a config reach pip's default index without
+    spelling its hosts; the expansion comes from the installed pip, on port 443 only."""
+    from pip._internal.models.index import PyPI
+
+    from gate.config import load_config
+
+    doc = (
+        b"version: 1\nimage: img\nchecks:\n  - name: unit\n    network: setup\n"
+        b"    egress: [python-package-index, 'mirror.example.org:8443']\n"
+        b"    setup: ['true']\n    test: ['true']\n"
+    )
+    config = load_config(doc, source="proofgate.yml")
+    assert config.checks[0].limits.egress == (
+        f"{PyPI.netloc}:443",
+        f"{PyPI.file_storage_domain}:443",
+        "mirror.example.org:8443",
+    )
