@@ -381,7 +381,9 @@ def test_proven_pr_then_rerun_updates_the_same_check_run(
 
 @pytest.mark.parametrize(
     ("number", "more"),
-    [(2, ""), (5, " (+1 more reason)")],  # 5 also touches a protected path: a HOLD beside it
+    # the differential adds `regression` (test_add passed on the base, fails against the
+    # change); 5 also touches a protected path: a HOLD beside them
+    [(2, " (+1 more reason)"), (5, " (+2 more reasons)")],
 )
 def test_failing_pr_fails_the_step_and_the_title_names_the_failing_check(
     action_image: str,

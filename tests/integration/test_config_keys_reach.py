@@ -95,6 +95,15 @@ EFFECTS: Mapping[str, Effect | str] = {
     "checks[].build": Effect(_check("build", "true"), run=True),
     "checks[].test": Effect(_check("test", "echo changed"), run=True),
     "checks[].junit": Effect(_check("junit", "out/junit.xml"), run=True),
+    # the allowlist is part of the policy fingerprint and of the check's recorded limits
+    "defaults.egress": Effect(_section("defaults", "egress", ["index.example.org:443"])),
+    "checks[].egress": Effect(_check("egress", ["index.example.org:443"])),
+    # both need a JUnit report and a test suite, which this repository has not; their
+    # effect on the verdict and the receipt is asserted through `prove` on real suites
+    "checks[].tests": "judged by tests/attacks/test_differential.py, which proves real "
+    "suites whose trusted runs take exactly the files these globs select",
+    "checks[].differential": "judged by tests/attacks/test_differential.py: `off` lets a "
+    "weakened test reach PROVEN, `trusted` holds it, `full` adds the proving run",
     "policy.protected": Effect(_section("policy", "protected", ["docs/**"])),
     "policy.deny": Effect(_section("policy", "deny", ["docs/**"])),
     "policy.budgets": CONTAINER,

@@ -158,16 +158,18 @@ class PrivateDaemon:
 
     def labeled_containers(self) -> list[str]:
         with contextlib.closing(self.client()) as c:
-            return [x.id for x in c.containers.list(all=True, filters={"label": CONTAINER_LABEL})]
+            # sparse: no per-container inspect, which races with containers removed meanwhile
+            found = c.containers.list(all=True, sparse=True, filters={"label": CONTAINER_LABEL})
+            return [x.id for x in found]
 
     def running_labeled(self) -> bool:
         with contextlib.closing(self.client()) as c:
-            return bool(c.containers.list(filters={"label": CONTAINER_LABEL}))
+            return bool(c.containers.list(sparse=True, filters={"label": CONTAINER_LABEL}))
 
     def running_command(self, command: str) -> bool:
         """Whether a process `command` runs in a labeled container (no sleep races)."""
         with contextlib.closing(self.client()) as c:
-            for container in c.containers.list(filters={"label": CONTAINER_LABEL}):
+            for container in c.containers.list(sparse=True, filters={"label": CONTAINER_LABEL}):
                 try:
                     rows = container.top().get("Processes") or []
                 except docker.errors.APIError:
