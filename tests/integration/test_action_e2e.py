@@ -103,7 +103,7 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Origin:
 
 
 def build_origin(root: Path, config: str) -> Origin:
-    """A bare origin whose main has `config` as .github/proofgate.yml, with PRs 1-4."""
+    """A bare origin whose main has `config` as .github/proofgate.yml, PRs 1-5, 6 into lax."""
     work = root / "work"
     work.mkdir(parents=True)
     git(work, "init", "-q", "-b", "main")
@@ -127,8 +127,8 @@ def build_origin(root: Path, config: str) -> Origin:
     # breaks what main's configuration tests
     git(work, "checkout", "-q", "-b", "lax", base)
     write_commit(work, {".github/proofgate.yml": LAX_CONFIG}, "lax checks")
-    git(work, "checkout", "-q", "-b", "pr5")
-    pulls[5] = write_commit(work, {"calc.py": "def add(a, b):\n    return a - b\n"}, "pr 5")
+    git(work, "checkout", "-q", "-b", "pr6")
+    pulls[6] = write_commit(work, {"calc.py": "def add(a, b):\n    return a - b\n"}, "pr 6")
     git(work, "checkout", "-q", "main")
     main = write_commit(work, {"NOTES.md": "main moved on\n"}, "main moves")
     # the merge queue's commit: main + PR 1
@@ -487,20 +487,20 @@ def test_pr_into_a_laxer_branch_does_not_vouch_for_a_release(
     """Issue 15: a pull request into `lax` (its test is `true`) is PROVEN and its proven
     tree is the head's own tree; a tag on that head must still not pass release
     verification, which wants a receipt proven for the default branch."""
-    standin.add_pull(REPO, 5, head_sha=origin.pulls[5], base_sha=origin.stale_base, base_ref="lax")
-    event = pr_event(origin, 5, base_ref="lax")
+    standin.add_pull(REPO, 6, head_sha=origin.pulls[6], base_sha=origin.stale_base, base_ref="lax")
+    event = pr_event(origin, 6, base_ref="lax")
     result = run_action(action_image, standin, origin, tmp_path, "pull_request", event)
     assert result.code == 0, result.stderr
     predicate = predicate_of(result)
     assert predicate["trigger"] == {
         "kind": "pull_request",
         "base_ref": "refs/heads/lax",
-        "pull_request": 5,
+        "pull_request": 6,
     }
     assert predicate["proven_tree"] == predicate["head"]["tree"]  # type: ignore[index]
     (run,) = standin.check_runs()
     assert run.name == "proofgate (base: lax)"
-    ok, message = release_check(standin, origin, origin.pulls[5])
+    ok, message = release_check(standin, origin, origin.pulls[6])
     assert not ok
     assert "trigger.base_ref is 'refs/heads/lax'; 'refs/heads/main' is required" in message
 
