@@ -61,8 +61,9 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     from gate.prove import ProofRun
+    from gate.sandbox.docker import DockerSandbox
 
-__all__ = ["ActionInputs", "main", "run_prove", "run_verify"]
+__all__ = ["ActionInputs", "action_sandbox", "main", "run_prove", "run_verify"]
 
 log = logging.getLogger("gate")
 
@@ -209,6 +210,27 @@ def write_receipt(inputs: ActionInputs, run: ProofRun) -> tuple[Path, str]:
 # --- prove mode -------------------------------------------------------------------------
 
 
+def action_sandbox() -> DockerSandbox:
+    """The Action's clean room. A workflow's `env` reaches this process, so the egress
+    broker's test-only overrides (`PROOFGATE_UNSAFE_EGRESS_*`, docs/egress.md) must not
+    loosen it here: they are removed from the environment with a warning, and the
+    sandbox reads its overrides from an empty mapping.
+
+    A hosted runner starts empty: pull the base config's image when absent (by digest
+    when pinned); the receipt records the digest used.
+    """
+    from gate.sandbox.docker import DockerSandbox
+    from gate.sandbox.egress import UNSAFE_ENV_NAMES
+
+    ignored = [name for name in UNSAFE_ENV_NAMES if os.environ.pop(name, None) is not None]
+    if ignored:
+        log.warning(
+            "ignoring %s: test-only settings of the egress broker have no effect in the Action",
+            ", ".join(ignored),
+        )
+    return DockerSandbox(allow_pull=True, egress_environ={})
+
+
 def run_prove(
     inputs: ActionInputs,
     event: Mapping[str, object],
@@ -223,7 +245,6 @@ def run_prove(
     """
     from gate.git.repo import GitRepository
     from gate.prove import ProveRequest, prove
-    from gate.sandbox.docker import DockerSandbox
 
     target = resolve_target(inputs, event, api)
     if target is None:
@@ -258,9 +279,7 @@ def run_prove(
                 run = prove(
                     request,
                     evidence=evidence,
-                    # a hosted runner starts empty: pull the base config's image when
-                    # absent (by digest when pinned); the receipt records the digest used
-                    sandbox=lambda: DockerSandbox(allow_pull=True),
+                    sandbox=action_sandbox,
                     approver=approver,
                     clock=clock,
                 )

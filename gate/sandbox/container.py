@@ -4,8 +4,13 @@ A check runs like this (docs/security.md, "The clean room", says why):
 
 1. a fresh Docker volume (local driver, labeled `proofgate=1`) becomes `/workspace`, and
    the daemon extracts the tree into it (`copy_in`);
-2. setup and build run in a writable container (network only for setup, when
-   configured);
+2. setup and build run in a writable container; with `network: setup` and a non-empty
+   `egress` allowlist, setup runs on the check's internal network whose only exit is the
+   egress broker (`gate.sandbox.egress`), with the broker as DNS server and the proxy
+   variables in each setup command's environment only (never in the container's, so the
+   commit below carries none into the test phase); before build the container is taken
+   off that network (verified) and the broker is stopped and its log read; an empty
+   allowlist means no network at all;
 3. before the test phase that container is committed to a temporary image (labeled like
    the rest) and killed; every test command then runs in its own new container from that
    image (or from the configured image when there is nothing to commit) with a read-only
@@ -14,7 +19,8 @@ A check runs like this (docs/security.md, "The clean room", says why):
    one runs with;
 4. after the last command the container is killed and removed, so every process of the
    check has ended; then the daemon reads the report from the volume (`readback`);
-5. containers, the temporary image and the volume are removed in a `finally`.
+5. containers, the temporary image and the volume are removed in a `finally`, then the
+   broker and its network (`close_egress`).
 
 Every command gets `PYTHONPYCACHEPREFIX` (a fresh random directory under /tmp, never the
 tree's `__pycache__`), and test commands `PYTHONNOUSERSITE=1`. Each daemon request runs
@@ -29,7 +35,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 import docker.types
 from docker import APIClient
@@ -47,6 +53,7 @@ from gate.model import (
     Sha256,
 )
 from gate.sandbox.copy_in import WORKSPACE, close_iterator, copy_tree
+from gate.sandbox.egress import EgressBroker, EgressStartError
 from gate.sandbox.errors import DockerRefused, daemon_gone, docker_errors, is_transport_error
 from gate.sandbox.interface import SandboxError
 from gate.sandbox.output import LogSink, join_until
@@ -70,6 +77,7 @@ class CheckRun:
         journal: Journal,
         *,
         log_tail_bytes: int,
+        egress_environ: Mapping[str, str] | None = None,
     ) -> None:
         self.api = api
         self.spec = spec
@@ -82,7 +90,9 @@ class CheckRun:
         self.temp_image: str | None = None  # the commit after build, removed at the end
         self.test_image = image.id  # what test containers start from
         self.writable = False  # the current container's root filesystem
-        self.networked = False
+        self.networked = False  # the current container is on the egress network
+        self.egress: EgressBroker | None = None
+        self.egress_environ = egress_environ  # where the test-only overrides come from
         self.user = ""
         self.home: str | None = None
         self.pycache = ""
@@ -113,6 +123,7 @@ class CheckRun:
             if error is not None or not all(r.ok for r in results):
                 break
         self._end_processes()  # SPEC §3.2: nothing of the check runs during read-back
+        egress = self.egress.finish() if self.egress is not None else None
         junit = None
         if test_ran and self.spec.junit is not None and error is None:
             junit = self._read_junit(self.spec.junit)
@@ -123,6 +134,7 @@ class CheckRun:
             phases=tuple(phases),
             error=error,
             junit_report=junit,
+            egress=egress,
         )
 
     def _prepare(self, tree_tar: Callable[[], Iterator[bytes]]) -> str | None:
@@ -134,8 +146,19 @@ class CheckRun:
         """
         limits = self.spec.limits
         first = self.spec.phases[0][0] if self.spec.phases else Phase.TEST
-        self.networked = limits.network == "setup" and first is Phase.SETUP
+        # SPEC §2 `egress`: setup reaches only the allowlist, through the broker; with an
+        # empty allowlist `network: setup` means no network at all.
+        self.networked = limits.network == "setup" and first is Phase.SETUP and bool(limits.egress)
         try:
+            if self.networked:
+                self.egress = EgressBroker.start(
+                    self.api,
+                    check=self.spec.name,
+                    image=self.image,
+                    allowlist=limits.egress,
+                    journal=self.journal,
+                    environ=self.egress_environ,
+                )
             with docker_errors(f"inspect the image {self.image.name}"):
                 config = self.api.inspect_image(self.image.id).get("Config") or {}
             self.user = limits.user or str(config.get("User") or "")
@@ -160,7 +183,7 @@ class CheckRun:
                 self.home = env_home or self._passwd_home(self.container_id, opened)
             self._start()
             copy_tree(self.api, self.container_id, tree_tar, self.journal, check=self.spec.name)
-        except DockerRefused as e:
+        except (DockerRefused, EgressStartError) as e:
             return str(e)
         return None
 
@@ -188,8 +211,10 @@ class CheckRun:
             home = self.home
             if home and home.startswith("/") and not _overlaps(home, ("/", "/tmp", WORKSPACE)):  # noqa: S108
                 tmpfs[home] = f"rw,exec,nosuid,nodev,{size}"
+        egress = self.egress if self.networked and not read_only else None
         host_config = self.api.create_host_config(
-            network_mode="bridge" if self.networked else "none",
+            network_mode=egress.network if egress is not None else "none",
+            dns=egress.dns if egress is not None else None,
             init=True,
             cap_drop=["ALL"],
             cap_add=list(limits.cap_add) or None,
@@ -230,7 +255,7 @@ class CheckRun:
             check=self.spec.name,
             container=self.cid[:12],
             image=image,
-            network="setup" if self.networked else "none",
+            network="setup" if egress is not None else "none",
             root="writable" if self.writable else "read-only",
         )
 
@@ -258,19 +283,14 @@ class CheckRun:
         return None
 
     def _detach_network(self) -> None:
-        """SPEC §2 `network: setup`: take the network away before build and test."""
-        try:
-            with docker_errors("take the network away after setup"):
-                self.api.disconnect_container_from_network(self.container_id, "bridge", force=True)
-                networks = (
-                    self.api.inspect_container(self.container_id).get("NetworkSettings") or {}
-                ).get("Networks") or {}
-        except DockerRefused as e:
-            raise SandboxError(str(e)) from e
-        if networks:
-            raise SandboxError(f"the container is still attached to {sorted(networks)} after setup")
+        """SPEC §2 `network: setup`: take the network away before build and test, and
+        stop the broker (nothing is left to reach); its record is kept for the result."""
+        if self.egress is None:
+            raise RuntimeError("a networked check without its egress broker")
+        self.egress.detach(self.container_id)
         self.networked = False
         self.journal.append("network-detached", check=self.spec.name)
+        self.egress.finish()
 
     # --- ending and removing ------------------------------------------------------------
 
@@ -356,6 +376,12 @@ class CheckRun:
                 "with --filter label=proofgate=1"
             )
 
+    def close_egress(self) -> None:
+        """Remove the broker and its network (after the containers: the network must be
+        free); best effort and idempotent, on every path."""
+        if self.egress is not None:
+            self.egress.close()
+
     def _remove_holder(self) -> None:
         holder, self.holder = self.holder, None
         self._remove(holder)
@@ -435,6 +461,8 @@ class CheckRun:
         environment = [f"PYTHONPYCACHEPREFIX={self.pycache}"]
         if phase is Phase.TEST:
             environment.append("PYTHONNOUSERSITE=1")
+        if phase is Phase.SETUP and self.networked and self.egress is not None:
+            environment.extend(self.egress.env)  # this command only: not in the commit
         if deadline - started <= 0:
             timed_out = True
         else:

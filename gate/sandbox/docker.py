@@ -9,7 +9,7 @@ does and does not protect against is written down in docs/security.md ("The clea
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 import docker
@@ -40,7 +40,11 @@ class DockerSandbox:
         *,
         allow_pull: bool = False,
         log_tail_bytes: int = 16384,
+        egress_environ: Mapping[str, str] | None = None,
     ) -> None:
+        """`egress_environ`: where the egress broker's test-only overrides are read from
+        (`gate.sandbox.egress.unsafe_overrides`); None: this process's environment. The
+        Action passes an empty mapping, so a workflow's `env` cannot loosen the broker."""
         if log_tail_bytes < 0:
             raise ValueError("log_tail_bytes must not be negative")
         try:
@@ -51,6 +55,7 @@ class DockerSandbox:
         self._api = self._client.api
         self._allow_pull = allow_pull
         self._tail = log_tail_bytes
+        self._egress_environ = egress_environ
 
     def resolve_image(self, name: str) -> ImageRef:
         """Resolve `name` to the local image id and, when known, its repo digest.
@@ -94,13 +99,23 @@ class DockerSandbox:
             SandboxError: the daemon went away, or the network could not be taken away
                 after the setup phase, or what the check created could not be removed.
         """
-        run = CheckRun(self._api, spec, image, journal, log_tail_bytes=self._tail)
+        run = CheckRun(
+            self._api,
+            spec,
+            image,
+            journal,
+            log_tail_bytes=self._tail,
+            egress_environ=self._egress_environ,
+        )
         try:
-            result = run.execute(tree_tar)
-        except BaseException:
-            run.remove(raise_on_failure=False)
-            raise
-        run.remove(raise_on_failure=True)
+            try:
+                result = run.execute(tree_tar)
+            except BaseException:
+                run.remove(raise_on_failure=False)
+                raise
+            run.remove(raise_on_failure=True)
+        finally:
+            run.close_egress()
         return result
 
 

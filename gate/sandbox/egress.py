@@ -61,6 +61,7 @@ from gate.sandbox.interface import SandboxError
 
 __all__ = [
     "UNSAFE_ALLOW_NETS_ENV",
+    "UNSAFE_ENV_NAMES",
     "UNSAFE_HOSTS_ENV",
     "UNSAFE_NETWORK_ENV",
     "Allowed",
@@ -84,6 +85,8 @@ UNSAFE_HOSTS_ENV = "PROOFGATE_UNSAFE_EGRESS_HOSTS"
 # Test-only: the Docker network the broker's outside leg joins instead of the default
 # bridge (so a test's packets stay on networks the test created).
 UNSAFE_NETWORK_ENV = "PROOFGATE_UNSAFE_EGRESS_NETWORK"
+# The Action never reads them (gate.action.action_sandbox): a workflow's env sets them.
+UNSAFE_ENV_NAMES = (UNSAFE_ALLOW_NETS_ENV, UNSAFE_HOSTS_ENV, UNSAFE_NETWORK_ENV)
 
 LABELS = {"proofgate": "1"}
 _DIR = "/proofgate-egress"

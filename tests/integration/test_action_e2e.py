@@ -103,7 +103,7 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Origin:
 
 
 def build_origin(root: Path, config: str) -> Origin:
-    """A bare origin whose main has `config` as .github/proofgate.yml, with PRs 1-4."""
+    """A bare origin whose main has `config` as .github/proofgate.yml, PRs 1-5, 6 into lax."""
     work = root / "work"
     work.mkdir(parents=True)
     git(work, "init", "-q", "-b", "main")

@@ -78,6 +78,7 @@ _LIMITS: Mapping[str, object] = {
     "user": "1000:1000",
     "cap_add": ["NET_BIND_SERVICE"],
     "env": {"FLAG": "1"},
+    "egress": ["index.example.org:443"],
 }
 
 CONTAINER = "a mapping or list of keys: each of its keys has its own entry"

@@ -12,6 +12,8 @@ the decision (tests/unit/test_egress.py).
 from __future__ import annotations
 
 import json
+import logging
+import os
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ from gate.model import CheckResult, CheckSpec, Command, ImageRef, Limits, Phase
 from gate.sandbox.docker import DockerSandbox
 from gate.sandbox.egress import UNSAFE_ALLOW_NETS_ENV, UNSAFE_HOSTS_ENV, UNSAFE_NETWORK_ENV
 from tests.integration.test_sandbox import TREE, TreeFn, bridge_gateway, make_tree
+from tests.provecli import cli_prove, config_yaml, pr_repo, receipt_predicate
 
 pytestmark = pytest.mark.docker
 __all__ = ["bridge_gateway"]  # a fixture shared with test_sandbox
@@ -92,12 +95,15 @@ def spec(
     *,
     setup: list[str],
     build: list[str] | None = None,
+    test: list[str] | None = None,
     egress: tuple[str, ...] = (f"{REGISTRY}:8000", f"{PRIVATE}:8000"),
     timeout: int = 60,
 ) -> CheckSpec:
     phases = [(Phase.SETUP, tuple(Command.shell(s) for s in setup))]
     if build is not None:
         phases.append((Phase.BUILD, tuple(Command.shell(s) for s in build)))
+    if test is not None:
+        phases.append((Phase.TEST, tuple(Command.shell(s) for s in test)))
     limits = Limits(
         timeout=timeout,
         network="setup",
@@ -296,6 +302,64 @@ def test_receipt_lists_attempts_with_a_digest(
     assert d["egress"] == _attempts(result)
 
 
+PROXY_VARIABLES = "env | grep -i _proxy= || echo NO-PROXY-VARIABLES"
+
+
+def test_proxy_variables_reach_only_setup_commands(
+    sandbox: DockerSandbox, image: ImageRef, unsafe_env: Registry
+) -> None:
+    # The test containers start from a commit of the setup/build container: the proxy
+    # variables are per setup command, so the commit (and every test command) has none,
+    # and the test phase has no network either.
+    no_network = NO_NETWORK.format(ip=unsafe_env.ip)
+    result = run(
+        sandbox,
+        image,
+        spec(
+            setup=[PROXY_VARIABLES],
+            build=[PROXY_VARIABLES],
+            test=[PROXY_VARIABLES, no_network, PROXY_VARIABLES],
+        ),
+    )
+    (setup,), (build,), tests = (p.commands for p in result.phases)
+    assert "HTTPS_PROXY=http://" in setup.log_tail, setup.log_tail
+    for command in (build, tests[0], tests[2]):
+        assert command.exit_code == 0, command.log_tail
+        assert command.log_tail.strip() == "NO-PROXY-VARIABLES"
+    assert tests[1].log_tail.strip().endswith("UNREACHABLE"), tests[1].log_tail
+
+
+def test_the_action_ignores_the_unsafe_overrides(
+    image: ImageRef, unsafe_env: Registry, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A workflow's `env` reaches the Action's process: there the test-only overrides
+    # must not let the broker reach a private address (the test registry's).
+    from gate.action import action_sandbox
+
+    journal = Journal()
+    fetch = (
+        'python3 -c "import urllib.request; '
+        f"urllib.request.urlopen('http://{unsafe_env.ip}:8000/hello.txt')\""
+    )
+    with caplog.at_level(logging.WARNING, logger="gate"):
+        sandbox = action_sandbox()
+    result = sandbox.run_check(
+        spec(setup=[fetch], egress=(f"{unsafe_env.ip}:8000",)), image, TREE, journal
+    )
+    assert (
+        "ignoring PROOFGATE_UNSAFE_EGRESS_ALLOW_NETS, PROOFGATE_UNSAFE_EGRESS_HOSTS, "
+        "PROOFGATE_UNSAFE_EGRESS_NETWORK: test-only settings of the egress broker have no "
+        "effect in the Action"
+    ) in caplog.text
+    assert not {UNSAFE_ALLOW_NETS_ENV, UNSAFE_HOSTS_ENV, UNSAFE_NETWORK_ENV} & set(os.environ)
+    (setup,) = result.phases[0].commands
+    assert setup.exit_code != 0
+    assert f"proofgate egress refused {unsafe_env.ip}:8000 (private-address)" in setup.log_tail
+    (attempt,) = _attempts(result)
+    assert attempt["reason"] == "private-address"
+    assert "egress-unsafe-overrides" not in [e["kind"] for e in journal.events()]
+
+
 # --- nothing left behind ---------------------------------------------------------------
 
 
@@ -368,7 +432,6 @@ def test_empty_allowlist_means_no_network(
 def test_prove_records_egress_in_receipt_and_markdown(
     tmp_path: Path, unsafe_env: Registry, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tests.integration.test_prove import _config, _predicate, _prove, _repo
 
     fetch = (
         f"python3 -c \"import urllib.request; urllib.request.urlopen('http://{REGISTRY}:8000/hello.txt')"
@@ -380,10 +443,10 @@ def test_prove_records_egress_in_receipt_and_markdown(
         f"    setup: {json.dumps(fetch)}\n"
         "    test: 'true'\n"
     )
-    _, path = _repo(tmp_path, {b".github/proofgate.yml": _config(checks)}, {b"a": b"1"})
-    assert _prove(path, tmp_path / "out") == 0
+    _, path = pr_repo(tmp_path, {b".github/proofgate.yml": config_yaml(checks)}, {b"a": b"1"})
+    assert cli_prove(path, tmp_path / "out") == 0
     assert "proofgate: UNSAFE: the egress broker may reach" in capsys.readouterr().err
-    predicate = _predicate(tmp_path / "out")
+    predicate = receipt_predicate(tmp_path / "out")
     kinds = [e["kind"] for e in predicate["journal"]["events"]]  # type: ignore[index]
     assert "egress-unsafe-overrides" in kinds  # the receipt says the broker was loosened
     (check,) = predicate["checks"]  # type: ignore[misc]
@@ -399,7 +462,6 @@ def test_prove_records_egress_in_receipt_and_markdown(
 def test_refused_connection_fails_the_check_with_the_reason_in_its_log(
     tmp_path: Path, unsafe_env: Registry
 ) -> None:
-    from tests.integration.test_prove import _config, _predicate, _prove, _repo
 
     fetch = (
         'python3 -c "import urllib.request; '
@@ -411,9 +473,9 @@ def test_refused_connection_fails_the_check_with_the_reason_in_its_log(
         f"    setup: {json.dumps(fetch)}\n"
         "    test: 'true'\n"
     )
-    _, path = _repo(tmp_path, {b".github/proofgate.yml": _config(checks)}, {b"a": b"1"})
-    assert _prove(path, tmp_path / "out") == 10
-    (check,) = _predicate(tmp_path / "out")["checks"]  # type: ignore[misc]
+    _, path = pr_repo(tmp_path, {b".github/proofgate.yml": config_yaml(checks)}, {b"a": b"1"})
+    assert cli_prove(path, tmp_path / "out") == 10
+    (check,) = receipt_predicate(tmp_path / "out")["checks"]  # type: ignore[misc]
     (attempt,) = check["egress"]
     assert attempt["reason"] == "not-allowed"
     tail = check["phases"][0]["commands"][0]["log_tail"]
