@@ -1,5 +1,8 @@
 """Core values: frozen dataclasses and enums shared by the core and the adapters.
 
+Its size (~660 lines) is honest: every value the receipt carries, each with its
+`to_dict`; nothing here does I/O or decides anything.
+
 Everything here is plain data. Adapters (git/, sandbox/, github/) produce these values;
 the pure core (config, policy, verdict, receipt) consumes them. Each value that goes
 into the receipt has a `to_dict()` giving JSON-ready data.

@@ -1,5 +1,8 @@
 """Receipt predicate -> Markdown and JSON text (`proofgate show`, the check run, the job summary).
 
+Its size (~700 lines) is honest: one page, many sections, every one of them total over
+hostile input; split by section it would scatter the escaping rules it shares.
+
 Total over its input: a malformed or partial predicate renders what it has and shows
 "unknown" for the rest, never raises. Everything taken from the predicate is text an
 attacker may have written (log tails, paths, messages, command lines), so:

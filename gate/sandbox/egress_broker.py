@@ -1,5 +1,8 @@
 """proofgate's egress broker: the only way out of a check's setup phase (SPEC §2 `egress`).
 
+Its size (~800 lines) is honest: the broker is copied into a container as one file and
+runs without proofgate, so its decision, proxy, DNS refuser and log must live together.
+
 One self-contained file, standard library only, for any python3 >= 3.8: proofgate copies
 it into a broker container started from the check's own image (trusted like the
 configuration) and runs it there; it never imports proofgate. The same file holds the
