@@ -49,7 +49,7 @@ from gate.model import (
 from gate.sandbox.copy_in import WORKSPACE, close_iterator, copy_tree
 from gate.sandbox.errors import DockerRefused, daemon_gone, docker_errors, is_transport_error
 from gate.sandbox.interface import SandboxError
-from gate.sandbox.output import LogSink, join_until
+from gate.sandbox.output import LogSink, check_stop, join_until
 from gate.sandbox.readback import read_file, read_report
 
 log = logging.getLogger("gate.sandbox")
@@ -70,8 +70,10 @@ class CheckRun:
         journal: Journal,
         *,
         log_tail_bytes: int,
+        stop: threading.Event | None = None,
     ) -> None:
         self.api = api
+        self.stop = stop  # set: kill what runs, remove everything, KeyboardInterrupt
         self.spec = spec
         self.image = image
         self.journal = journal
@@ -159,6 +161,7 @@ class CheckRun:
             if first is not Phase.TEST:
                 self.home = env_home or self._passwd_home(self.container_id, opened)
             self._start()
+            check_stop(self.stop)
             copy_tree(self.api, self.container_id, tree_tar, self.journal, check=self.spec.name)
         except DockerRefused as e:
             return str(e)
@@ -404,6 +407,7 @@ class CheckRun:
         ):
             self._hold_or_fail()  # the volume must outlive the test phase's containers
         for command in commands:
+            check_stop(self.stop)
             if phase is Phase.TEST and (self.writable or results):
                 problem = self._to_test_container()
                 if problem is not None:
@@ -465,7 +469,12 @@ class CheckRun:
                     # SPEC §3.2: in the test phase a command ends with its process; what
                     # it left behind is killed with its container before anything is read
                     ended = (lambda: self._exec_ended(exec_id)) if phase is Phase.TEST else None
-                    join_until(reader, deadline, ended)
+                    join_until(reader, deadline, ended, self.stop)
+                    if reader.is_alive() and self.stop is not None and self.stop.is_set():
+                        self._kill()
+                        close_iterator(stream)
+                        reader.join(_KILL_GRACE_S)
+                        check_stop(self.stop)
                     if reader.is_alive() and time.monotonic() < deadline:
                         left_behind = self._ended_code
                         self._kill()

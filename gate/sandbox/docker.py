@@ -9,6 +9,7 @@ does and does not protect against is written down in docs/security.md ("The clea
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -87,14 +88,17 @@ class DockerSandbox:
         image: ImageRef,
         tree_tar: Callable[[], Iterator[bytes]],
         journal: Journal,
+        *,
+        stop: threading.Event | None = None,
     ) -> CheckResult:
         """Run one check in brand-new containers; see `Sandbox.run_check`.
 
         Raises:
             SandboxError: the daemon went away, or the network could not be taken away
                 after the setup phase, or what the check created could not be removed.
+            KeyboardInterrupt: interrupted, or `stop` was set (containers are removed).
         """
-        run = CheckRun(self._api, spec, image, journal, log_tail_bytes=self._tail)
+        run = CheckRun(self._api, spec, image, journal, log_tail_bytes=self._tail, stop=stop)
         try:
             result = run.execute(tree_tar)
         except BaseException:

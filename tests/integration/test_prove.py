@@ -182,3 +182,26 @@ def test_docker_unreachable_is_inconclusive(
     reasons = receipt_predicate(tmp_path / "out")["reasons"]
     assert [r["code"] for r in reasons] == ["docker-unavailable"]  # type: ignore[union-attr]
     assert snapshot(path) == before
+
+
+def test_checks_that_fit_in_the_cores_overlap_in_time(tmp_path: Path) -> None:
+    """Two half-core checks: the second one's command starts before the first one's has
+    ended (the journal's offsets), so they ran concurrently, each in its own containers."""
+    checks = (
+        '  - {name: one, test: "sleep 4", cpus: 0.5}\n  - {name: two, test: "sleep 4", cpus: 0.5}\n'
+    )
+    _, path = pr_repo(tmp_path, {b".github/proofgate.yml": config_yaml(checks)}, {b"a": b"1"})
+    out = tmp_path / "out"
+    assert cli_prove(path, out) == 0
+    predicate = receipt_predicate(out)
+    assert [c["name"] for c in predicate["checks"]] == ["one", "two"]  # type: ignore[union-attr]
+    events = predicate["journal"]["events"]  # type: ignore[index]
+    span: dict[str, list[float]] = {}
+    for e in events:
+        if e["kind"] in ("command-started", "command-finished"):
+            span.setdefault(e["data"]["check"], []).append(e["t"])
+    (start_one, end_one), (start_two, end_two) = span["one"], span["two"]
+    assert start_two < end_one, span
+    assert start_one < end_two, span
+    containers = {e["data"]["container"] for e in events if e["kind"] == "container-created"}
+    assert len(containers) >= 2

@@ -796,3 +796,39 @@ def test_editable_install_in_build_is_importable_in_the_read_only_test_phase(
         c.log_tail for p in result.phases for c in p.commands
     ]
     assert result.phases[-1].ok, last(result)[1]
+
+
+@pytest.mark.parametrize("phase", ["build", "test"])
+def test_stop_event_kills_the_running_command_and_removes_everything(
+    sandbox: DockerSandbox, image: ImageRef, phase: str
+) -> None:
+    """A check in a worker thread, where no Ctrl-C arrives: the orchestrator sets `stop`,
+    the running command is killed, containers, image and volume are removed (the autouse
+    fixture checks) and the worker ends with KeyboardInterrupt."""
+    stop = threading.Event()
+    began = threading.Event()
+
+    def on_event(event: dict[str, object]) -> None:
+        if event["kind"] == "command-started" and event["data"]["phase"] == phase:  # type: ignore[index]
+            began.set()
+
+    journal = Journal(on_event=on_event)
+    slow, fast = ["sleep 120"], ["true"]
+    check = spec(build=slow, test=fast) if phase == "build" else spec(build=fast, test=slow)
+    raised: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            sandbox.run_check(check, image, TREE, journal, stop=stop)
+        except BaseException as e:  # noqa: BLE001 - what the worker ends with
+            raised.append(e)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    assert began.wait(120), "the command never started"
+    stop.set()
+    thread.join(120)
+    assert not thread.is_alive()
+    (error,) = raised
+    assert isinstance(error, KeyboardInterrupt), raised
+    assert "volume-removed" in [e["kind"] for e in journal.events()]
