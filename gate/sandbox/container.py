@@ -46,6 +46,7 @@ from gate.model import (
     PhaseResult,
     Sha256,
 )
+from gate.sandbox import envcache
 from gate.sandbox.copy_in import WORKSPACE, close_iterator, copy_tree
 from gate.sandbox.errors import DockerRefused, daemon_gone, docker_errors, is_transport_error
 from gate.sandbox.interface import SandboxError
@@ -71,9 +72,14 @@ class CheckRun:
         *,
         log_tail_bytes: int,
         stop: threading.Event | None = None,
+        start_image: str | None = None,
+        commit_labels: dict[str, str] | None = None,
     ) -> None:
         self.api = api
         self.stop = stop  # set: kill what runs, remove everything, KeyboardInterrupt
+        self.start_image = start_image or image.id  # a cached environment, or the image
+        self.commit_labels = commit_labels  # set: commit the container once all succeeded
+        self.committed: str | None = None
         self.spec = spec
         self.image = image
         self.journal = journal
@@ -82,7 +88,7 @@ class CheckRun:
         self.holder: str | None = None  # holds the volume mounted; nothing of the check
         self.volume: str | None = None
         self.temp_image: str | None = None  # the commit after build, removed at the end
-        self.test_image = image.id  # what test containers start from
+        self.test_image = self.start_image  # what test containers start from
         self.writable = False  # the current container's root filesystem
         self.networked = False
         self.user = ""
@@ -114,6 +120,10 @@ class CheckRun:
             test_ran = test_ran or phase is Phase.TEST
             if error is not None or not all(r.ok for r in results):
                 break
+        else:
+            if self.commit_labels is not None:
+                setup = envcache.encode_setup(phases)
+                self._commit_environment({**self.commit_labels, envcache.SETUP_LABEL: setup})
         self._end_processes()  # SPEC §3.2: nothing of the check runs during read-back
         junit = None
         if test_ran and self.spec.junit is not None and error is None:
@@ -157,7 +167,7 @@ class CheckRun:
             if first is Phase.TEST:
                 # unknown for a non-root user without HOME: no tmpfs there, read-only
                 self.home = env_home or (None if opened else "/root")
-            self._create(self.image.id, read_only=first is Phase.TEST)
+            self._create(self.start_image, read_only=first is Phase.TEST)
             if first is not Phase.TEST:
                 self.home = env_home or self._passwd_home(self.container_id, opened)
             self._start()
@@ -259,6 +269,16 @@ class CheckRun:
         except DockerRefused as e:
             return str(e)
         return None
+
+    def _commit_environment(self, labels: dict[str, str]) -> None:
+        """The environment cache (gate/sandbox/envcache.py): keep what setup made."""
+        try:
+            with docker_errors("commit the environment after setup"):
+                got = self.api.commit(self.container_id, pause=True, conf={"Labels": labels})
+        except DockerRefused as e:
+            raise SandboxError(str(e)) from e
+        self.committed = str(got["Id"])
+        self.journal.append("environment-committed", check=self.spec.name, image=self.committed)
 
     def _detach_network(self) -> None:
         """SPEC §2 `network: setup`: take the network away before build and test."""

@@ -95,6 +95,7 @@ EFFECTS: Mapping[str, Effect | str] = {
     "checks[].build": Effect(_check("build", "true"), run=True),
     "checks[].test": Effect(_check("test", "echo changed"), run=True),
     "checks[].junit": Effect(_check("junit", "out/junit.xml"), run=True),
+    "checks[].setup_inputs": Effect(_check("setup_inputs", ["*.txt"]), run=True),
     "policy.protected": Effect(_section("policy", "protected", ["docs/**"])),
     "policy.deny": Effect(_section("policy", "deny", ["docs/**"])),
     "policy.budgets": CONTAINER,

@@ -7,6 +7,7 @@ do not depend on the git adapter.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import os
@@ -22,6 +23,7 @@ import pytest
 from gate.git.interface import UnsafeTreeError
 from gate.journal import Journal
 from gate.model import CheckResult, CheckSpec, Command, ImageRef, Limits, Phase
+from gate.sandbox import envcache
 from gate.sandbox.docker import DockerSandbox
 from gate.sandbox.interface import ImageError, SandboxError
 
@@ -832,3 +834,77 @@ def test_stop_event_kills_the_running_command_and_removes_everything(
     (error,) = raised
     assert isinstance(error, KeyboardInterrupt), raised
     assert "volume-removed" in [e["kind"] for e in journal.events()]
+
+
+# --- the environment cache (gate/sandbox/envcache.py) ------------------------------------
+
+
+@pytest.fixture
+def env_cache(docker_client: docker.DockerClient) -> Iterator[None]:
+    """Cached environments made by the test, removed afterwards (others' are left)."""
+    before = {e.image for e in envcache.entries(docker_client.api)}
+    yield
+    for entry in envcache.entries(docker_client.api):
+        if entry.image not in before:
+            docker_client.api.remove_image(entry.image, force=True)
+
+
+ENV_SETUP = (
+    # setup sees only its inputs; what it writes outside /workspace is the environment
+    "test -f requirements.txt && test ! -e app.txt && "
+    "{ cat requirements.txt; head -c 8 /dev/urandom | od -An -tx1; } > /opt/env-marker"
+)
+ENV_TEST = "test -f app.txt && cat /opt/env-marker"
+
+
+def _cached_check(tree: TreeFn, sandbox: DockerSandbox, image: ImageRef) -> CheckResult:
+    check = dataclasses.replace(
+        spec(setup=[ENV_SETUP], test=[ENV_TEST]), setup_inputs=("requirements*.txt",)
+    )
+    result, _ = run(sandbox, image, check, tree)
+    assert result.started, result.error
+    assert all(p.ok for p in result.phases), result.phases
+    return result
+
+
+def test_setup_result_is_cached_by_its_inputs(
+    sandbox: DockerSandbox, image: ImageRef, env_cache: None
+) -> None:
+    first = _cached_check(
+        make_tree({"requirements.txt": b"click==8\n", "app.txt": b"1"}), sandbox, image
+    )
+    assert first.environment is not None
+    assert first.environment["cache"] == "miss"
+    assert [p.phase for p in first.phases] == [Phase.SETUP, Phase.TEST]
+    marker = first.phases[-1].commands[-1].log_tail
+    assert marker.startswith("click==8")
+
+    # another change to the tree, the same inputs: setup does not run again
+    again = _cached_check(
+        make_tree({"requirements.txt": b"click==8\n", "app.txt": b"2"}), sandbox, image
+    )
+    assert again.environment == {**first.environment, "cache": "hit"}
+    assert again.phases[0] == first.phases[0]  # the results that made the environment
+    assert again.phases[-1].commands[-1].log_tail == marker
+
+    changed = _cached_check(
+        make_tree({"requirements.txt": b"click==9\n", "app.txt": b"2"}), sandbox, image
+    )
+    assert changed.environment is not None
+    assert changed.environment["cache"] == "miss"
+    assert changed.environment["key"] != first.environment["key"]
+    assert changed.phases[-1].commands[-1].log_tail.startswith("click==9")
+
+
+def test_failed_setup_is_not_cached(
+    sandbox: DockerSandbox, image: ImageRef, env_cache: None
+) -> None:
+    check = dataclasses.replace(
+        spec(setup=["false"], test=["true"]), setup_inputs=("requirements.txt",)
+    )
+    tree = make_tree({"requirements.txt": b"x\n"})
+    for _ in range(2):
+        result, _ = run(sandbox, image, check, tree)
+        assert result.environment is not None
+        assert result.environment["cache"] == "miss"
+        assert not result.phases[0].ok
