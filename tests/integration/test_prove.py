@@ -211,7 +211,7 @@ def test_checks_that_fit_in_the_cores_overlap_in_time(tmp_path: Path) -> None:
 
 
 def test_a_reproof_with_the_same_setup_inputs_skips_setup(
-    tmp_path: Path, keys: tuple[Path, Path]
+    tmp_path: Path, keys: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The receipt says miss, then hit with the same key and cached image; it verifies."""
     check = (
@@ -232,6 +232,9 @@ def test_a_reproof_with_the_same_setup_inputs_skips_setup(
             environments.append(shown["environment"])
             assert [p["phase"] for p in shown["phases"]] == ["setup", "test"]
             assert main(["verify", str(out / "receipt.json"), "--key", str(keys[1])]) == 0
+        capsys.readouterr()
+        assert main(["cache", "ls"]) == 0
+        listed = capsys.readouterr().out
     finally:
         with contextlib.closing(docker.from_env()) as client:
             for image in {e["image"] for e in environments if e.get("image")}:
@@ -239,3 +242,5 @@ def test_a_reproof_with_the_same_setup_inputs_skips_setup(
     miss, hit = environments
     assert miss["cache"] == "miss"
     assert hit == {**miss, "cache": "hit"}
+    assert f"{hit['image'][7:19]}  " in listed
+    assert f"key {hit['key']}" in listed
