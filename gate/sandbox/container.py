@@ -259,7 +259,11 @@ class CheckRun:
         try:
             if self.writable:
                 with docker_errors("snapshot the container after the build"):
-                    committed = self.api.commit(self.container_id, pause=True)
+                    # from a cached environment: the snapshot must not pass for one
+                    unmark = dict.fromkeys(envcache.MARKS, "")
+                    committed = self.api.commit(
+                        self.container_id, pause=True, conf={"Labels": unmark}
+                    )
                 self.temp_image = self.test_image = str(committed["Id"])
                 self.journal.append("image-committed", check=self.spec.name, image=self.temp_image)
             self._hold()

@@ -153,6 +153,10 @@ class DockerSandbox:
             if run.committed is None:  # setup failed: the check ends here, nothing is kept
                 return _with_environment(done, "miss", key)
             cached, setup_phases = run.committed, done.phases
+            try:
+                envcache.tag(self._api, cached, key)
+            except DockerRefused as e:
+                raise SandboxError(str(e)) from e
             envcache.prune(self._api)
         rest = dataclasses.replace(
             spec, phases=tuple(p for p in spec.phases if p[0] is not Phase.SETUP)

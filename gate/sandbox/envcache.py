@@ -30,6 +30,7 @@ from gate.sandbox.errors import DockerRefused, docker_errors
 CACHE_LABEL = "proofgate.env-cache"
 KEY_LABEL = "proofgate.env-key"
 SETUP_LABEL = "proofgate.env-setup"  # the setup phase's results, shown again on a hit
+MARKS = (CACHE_LABEL, KEY_LABEL, SETUP_LABEL)  # what an image made from one inherits
 KEEP = 10  # cached environments kept, newest first
 VERSION = 1
 
@@ -140,8 +141,20 @@ def entries(api: APIClient) -> list[Entry]:
             size=int(i.get("Size") or 0),
         )
         for i in found
+        # an image committed from a container of the check (`proofgate=1`) is never one
+        if (i.get("Labels") or {}).get("proofgate") == "env-cache"
     ]
     return sorted(got, key=lambda e: (-e.created, e.image))
+
+
+REPOSITORY = "proofgate-env-cache"
+
+
+def tag(api: APIClient, image: str, key: str) -> None:
+    """Tag a new cached environment: untagged, removing an image made from it (a check's
+    build snapshot) would remove it too, as a dangling parent."""
+    with docker_errors("tag the cached environment"):
+        api.tag(image, REPOSITORY, key)
 
 
 def encode_setup(phases: list[PhaseResult]) -> str:

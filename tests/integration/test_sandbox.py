@@ -908,3 +908,48 @@ def test_failed_setup_is_not_cached(
         assert result.environment is not None
         assert result.environment["cache"] == "miss"
         assert not result.phases[0].ok
+
+
+def test_a_build_snapshot_from_a_cached_environment_is_never_a_cached_environment(
+    sandbox: DockerSandbox, image: ImageRef, env_cache: None, docker_client: docker.DockerClient
+) -> None:
+    """The commit after build inherits the cached image's labels; if it kept them, a
+    concurrent check with the same key would start from a pull request's build."""
+    seen: list[dict[str, str]] = []
+
+    def on_event(event: dict[str, object]) -> None:
+        if event["kind"] == "image-committed":
+            snapshot = str(event["data"]["image"])  # type: ignore[index]
+            labels = docker_client.api.inspect_image(snapshot)["Config"]["Labels"] or {}
+            seen.append(labels)
+            assert snapshot not in {e.image for e in envcache.entries(docker_client.api)}
+
+    check = dataclasses.replace(
+        spec(setup=["true"], build=["touch /opt/built"], test=["true"]),
+        setup_inputs=("requirements.txt",),
+    )
+    tree = make_tree({"requirements.txt": b"snapshot\n"})
+    for state in ("miss", "hit"):
+        result = sandbox.run_check(check, image, tree, Journal(on_event=on_event))
+        assert result.environment is not None
+        assert result.environment["cache"] == state
+        assert all(p.ok for p in result.phases)
+    assert len(seen) == 2
+    assert all(labels.get(envcache.CACHE_LABEL) != "1" for labels in seen), seen
+
+
+def test_the_cache_is_bounded(
+    sandbox: DockerSandbox, image: ImageRef, env_cache: None, docker_client: docker.DockerClient
+) -> None:
+    check = dataclasses.replace(spec(setup=["true"], test=["true"]), setup_inputs=("r.txt",))
+    made = set()
+    for n in range(2):
+        result, _ = run(sandbox, image, check, make_tree({"r.txt": str(n).encode()}))
+        assert result.environment is not None
+        made.add(result.environment["image"])
+    total = len(envcache.entries(docker_client.api))
+    removed = envcache.prune(docker_client.api, keep=total - 1)
+    assert len(removed) == 1
+    left = {e.image for e in envcache.entries(docker_client.api)}
+    assert len(left) == total - 1
+    assert len(made & left) == 1 or removed[0].image not in made
