@@ -391,6 +391,8 @@ def prove(
         )
         try:
             room = _run_checks(config, ev, evidence, sandbox, journal)
+            if room.interrupted:
+                pending.stop()  # the differential's runs end too
             diffs = pending.finish(room.results, dict(spec.rules))  # SPEC §3.1
         finally:
             pending.close()

@@ -504,3 +504,22 @@ def _seq(run: ProofRun, kind: str, check: str) -> int:
 def journal_chain_holds(run: ProofRun) -> bool:
     journal = run.predicate["journal"]
     return verify_chain(journal["events"], journal["head"]) is None  # type: ignore[index]
+
+
+def test_ctrl_c_during_a_check_also_stops_the_differential_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, standin: SandboxStandIn
+) -> None:
+    """The base run runs beside the head run until told to stop; without the stop it
+    would run on (here: its KeyboardInterrupt would escape)."""
+    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    _, path = pr_repo(tmp_path, {CFG.encode(): config_yaml(JUNIT_CHECK)}, {b"a": b"1"})
+    standin.scripts = {
+        "u": Script(wait_for="u@base", raises=KeyboardInterrupt()),
+        "u@base": Script(until_stopped=True),
+    }
+    assert cli_prove(path, tmp_path / "out") == 13
+    predicate = receipt_predicate(tmp_path / "out")
+    assert "interrupted" in {r["code"] for r in predicate["reasons"]}  # type: ignore[union-attr]
+    events = predicate["journal"]["events"]  # type: ignore[index]
+    finished = [e["data"] for e in events if e["kind"] == "differential-run-finished"]  # type: ignore[index]
+    assert finished == [{"check": "u", "run": "base", "tests": 0, "problem": "interrupted"}]
