@@ -239,6 +239,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, metavar="FILE")
 
     p = sub.add_parser(
+        "cache", parents=[common], help="list or prune the cached setup environments"
+    )
+    p.add_argument("action", choices=("ls", "prune"))
+    p.add_argument("--keep", type=int, default=0, metavar="N", help="prune: keep the N newest")
+
+    p = sub.add_parser(
         "demo", parents=[common], help="prove a bundled example end to end (needs Docker)"
     )
     p.add_argument("--out", type=Path, default=Path("proofgate-demo"), metavar="DIR")
@@ -598,6 +604,28 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_cache(args: argparse.Namespace) -> int:
+    """`proofgate cache ls|prune`: the environment cache (docs/performance.md)."""
+    import docker
+
+    from gate.sandbox import envcache
+    from gate.sandbox.errors import DockerRefused
+    from gate.sandbox.interface import SandboxError
+
+    try:
+        api = docker.from_env().api
+        if args.action == "prune":
+            gone = envcache.prune(api, keep=max(0, args.keep))
+            log.info("removed %d cached environment(s)", len(gone))
+            return 0
+        for e in envcache.entries(api):
+            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(e.created))
+            sys.stdout.write(f"{e.image[7:19]}  {when}  {e.size >> 20:>6} MiB  key {e.key}\n")
+    except (docker.errors.DockerException, DockerRefused, SandboxError) as e:
+        raise UsageError(f"cannot reach the Docker daemon: {e}") from e
+    return 0
+
+
 def _cmd_keygen(args: argparse.Namespace) -> int:
     from gate import receipt
 
@@ -681,6 +709,8 @@ def main(argv: list[str] | None = None) -> int:
                 return _cmd_approve(args)
             case "demo":
                 return _cmd_demo(args)
+            case "cache":
+                return _cmd_cache(args)
             case _:
                 raise UsageError(f"unknown command {args.command!r}")
     except GateError as e:

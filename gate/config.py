@@ -358,6 +358,12 @@ def load_config(data: bytes, *, source: str, known_rules: frozenset[str] | None 
                     got=f"{_show(junit)} ({e})",
                 ) from None
         tests, mode = _differential(raw, junit is not None, source, i)
+        inputs = raw.get("setup_inputs")
+        for k, pattern in enumerate(cast(list[str], inputs or [])):
+            problem = glob_problem(pattern)
+            if problem is not None:
+                where = f"checks[{i}].setup_inputs[{k}]"
+                raise ConfigError(source, where, expected=f"a glob ({problem})", got=_show(pattern))
         checks.append(
             CheckSpec(
                 name=name,
@@ -366,6 +372,7 @@ def load_config(data: bytes, *, source: str, known_rules: frozenset[str] | None 
                 junit=None if junit is None else str(junit),
                 tests=tests,
                 differential=mode,
+                setup_inputs=None if inputs is None else tuple(cast(list[str], inputs)),
             )
         )
 

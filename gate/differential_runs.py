@@ -17,6 +17,7 @@ import logging
 import math
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -141,10 +142,14 @@ class _Plan:
     same_as: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
-def _execute(job: _Job, sandbox: Callable[[], Sandbox], image: ImageRef) -> tuple[Run, Journal]:
+def _execute(
+    job: _Job, sandbox: Callable[[], Sandbox], image: ImageRef, stop: threading.Event
+) -> tuple[Run, Journal]:
     journal = Journal(clock=time.monotonic)
     if job.tar is None:
         return Run(name=job.run, outcomes=None, problem=job.problem), journal
+    if stop.is_set():
+        return Run(name=job.run, outcomes=None, problem="interrupted"), journal
     tar = job.tar
     # A module of the base's tests that does not import against the change (or a new test
     # module without it) must cost that module's tests, not the whole run: pytest stops at
@@ -159,7 +164,9 @@ def _execute(job: _Job, sandbox: Callable[[], Sandbox], image: ImageRef) -> tupl
         yield tar
 
     try:
-        result = sandbox().run_check(spec, image, stream, journal)
+        result = sandbox().run_check(spec, image, stream, journal, stop=stop)
+    except KeyboardInterrupt:  # told to stop: its containers are removed
+        return Run(name=job.run, outcomes=None, problem="interrupted"), journal
     except SandboxError as e:
         return Run(name=job.run, outcomes=None, problem=f"the clean room failed: {e}"), journal
     got = _outcomes_of(result, job.run)
@@ -190,6 +197,7 @@ class Pending:
         self._image = image
         self._journal = journal
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="differential")
+        self._stop = threading.Event()  # set: running runs end, and no further one starts
         if parallel:
             self._submit()
 
@@ -200,9 +208,14 @@ class Pending:
         for plan in self._plans:
             for job in plan.jobs.values():
                 if job.future is None:
-                    job.future = self._pool.submit(_execute, job, self._sandbox, image)
+                    job.future = self._pool.submit(_execute, job, self._sandbox, image, self._stop)
+
+    def stop(self) -> None:
+        """The proof was interrupted: end what runs, start nothing more."""
+        self._stop.set()
 
     def close(self) -> None:
+        self._stop.set()  # after `finish` nothing runs; on an exception, end what does
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def finish(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Callable, Mapping, Sequence
 
 from gate.model import JsonDict
@@ -26,7 +27,9 @@ def event_hash(event: Mapping[str, object]) -> str:
 
 
 class Journal:
-    """Append-only; `events()` returns JSON-ready copies in order."""
+    """Append-only and thread-safe (checks run concurrently): an event's sequence number,
+    offset and `prev` are taken under one lock, so the chain is the order of the appends
+    and `on_event` sees the events in that order. `events()` returns JSON-ready copies."""
 
     def __init__(
         self,
@@ -37,15 +40,20 @@ class Journal:
         self._t0 = clock() if clock is not None else 0.0
         self._events: list[JsonDict] = []
         self._on_event = on_event
+        self._lock = threading.RLock()
 
     @property
     def head(self) -> str:
         return str(self._events[-1]["hash"]) if self._events else GENESIS
 
     def append(self, kind: str, /, **data: object) -> JsonDict:
-        t = round(self._clock() - self._t0, 3) if self._clock is not None else 0.0
         # Round-trip through JSON so the stored data is exactly what gets hashed.
         clean = json.loads(canonical_json(data))
+        with self._lock:
+            return self._append(kind, clean)
+
+    def _append(self, kind: str, clean: object) -> JsonDict:
+        t = round(self._clock() - self._t0, 3) if self._clock is not None else 0.0
         event: JsonDict = {
             "seq": len(self._events),
             "kind": kind,
@@ -60,10 +68,12 @@ class Journal:
         return event
 
     def events(self) -> list[JsonDict]:
-        return [dict(e) for e in self._events]
+        with self._lock:
+            return [dict(e) for e in self._events]
 
     def to_dict(self) -> JsonDict:
-        return {"events": self.events(), "head": self.head}
+        with self._lock:
+            return {"events": self.events(), "head": self.head}
 
 
 def verify_chain(events: Sequence[object], head: object) -> str | None:

@@ -378,6 +378,8 @@ class CheckSpec:
     junit: str | None = None
     tests: tuple[str, ...] = ()  # trusted test file globs (SPEC §3.1); () = the defaults
     differential: DifferentialMode = DifferentialMode.OFF
+    # the only files setup sees; set, setup's result is cached (gate/sandbox/envcache.py)
+    setup_inputs: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -643,6 +645,7 @@ class CheckResult:
     error: str | None = None
     junit_report: bytes | None = field(default=None, repr=False)
     egress: EgressRecord | None = None  # set when setup ran behind the egress broker
+    environment: JsonDict | None = None  # the setup cache: {cache: hit|miss|off, key, image}
 
     def to_dict(self) -> JsonDict:
         d: JsonDict = {
@@ -658,4 +661,6 @@ class CheckResult:
         if self.egress is not None:
             d["egress"] = [a.to_dict() for a in self.egress.attempts[:EGRESS_RECORD_MAX]]
             d["egress_summary"] = self.egress.to_dict()
+        if self.environment is not None:
+            d["environment"] = dict(self.environment)
         return d

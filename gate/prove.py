@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import secrets
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +29,7 @@ from gate.journal import Journal
 from gate.model import (
     Approval,
     CheckResult,
+    CheckSpec,
     Config,
     ConfigSource,
     ConfigSourceKind,
@@ -172,7 +176,6 @@ def _run_checks(
     clean room's own failures (they become fields of the result)."""
     assert ev.proven_tree is not None  # noqa: S101 - caller checked
     tree = ev.proven_tree
-    results: list[CheckResult] = []
     try:
         sandbox = sandbox_factory()
         image = sandbox.resolve_image(config.image)
@@ -186,30 +189,111 @@ def _run_checks(
     # SPEC §3.2: an unpredictable recent time on every entry, so that no committed pyc's
     # header matches its source; umask 0, so a non-root user can write the tree.
     mtime = int(time.time()) - secrets.randbelow(86_400)
-    try:
-        for spec in config.checks:
-            log.info("check %s: starting a fresh container", spec.name)
-            result = sandbox.run_check(
-                spec, image, lambda: evidence.archive(tree, mtime=mtime, umask=0), journal
-            )
-            results.append(result)
-            journal.append(
-                "check-finished",
-                check=spec.name,
-                started=result.started,
-                ok=result.started and all(p.ok for p in result.phases),
-            )
-    except UnsafeTreeError as e:
-        journal.append("unsafe-tree", error=str(e))
-        return _CleanRoom(image=image, results=tuple(results), unsafe_tree=str(e))
-    except SandboxError as e:
-        journal.append("sandbox-lost", error=str(e))
-        return _CleanRoom(image=image, results=tuple(results), sandbox_error=str(e))
-    except KeyboardInterrupt:
-        # The sandbox removed its container in a `finally`; record and judge what we have.
+    archive_lock = threading.Lock()  # the evidence source is not shared across threads
+
+    def tree_tar() -> Iterator[bytes]:
+        with archive_lock:
+            return evidence.archive(tree, mtime=mtime, umask=0)
+
+    done, failure = _run_concurrently(config.checks, sandbox, image, tree_tar, journal)
+    results = tuple(done[i] for i in sorted(done))  # config order, whatever finished first
+    if isinstance(failure, UnsafeTreeError):
+        journal.append("unsafe-tree", error=str(failure))
+        return _CleanRoom(image=image, results=results, unsafe_tree=str(failure))
+    if isinstance(failure, SandboxError):
+        journal.append("sandbox-lost", error=str(failure))
+        return _CleanRoom(image=image, results=results, sandbox_error=str(failure))
+    if isinstance(failure, KeyboardInterrupt):
+        # Every worker killed its command and removed its containers; judge what we have.
         journal.append("interrupted")
-        return _CleanRoom(image=image, results=tuple(results), interrupted=True)
-    return _CleanRoom(image=image, results=tuple(results))
+        return _CleanRoom(image=image, results=results, interrupted=True)
+    return _CleanRoom(image=image, results=results)
+
+
+def _run_concurrently(
+    checks: tuple[CheckSpec, ...],
+    sandbox: Sandbox,
+    image: ImageRef,
+    tree_tar: Callable[[], Iterator[bytes]],
+    journal: Journal,
+) -> tuple[dict[int, CheckResult], BaseException | None]:
+    """Run the checks concurrently, started in config order while the `cpus` of those
+    running fit in the machine's cores (one check always runs, however many it asks for).
+
+    The first failure (an unsafe tree, the daemon gone, Ctrl-C or SIGTERM in this thread,
+    which alone receives them) sets the stop event: every running check kills its command
+    and removes its containers, no further check starts, and this returns once all
+    workers have ended. Returns the finished results by config index and that failure.
+    """
+    cores = float(os.cpu_count() or 1)
+    stop = threading.Event()
+    running: dict[Future[CheckResult], tuple[int, float]] = {}
+    done: dict[int, CheckResult] = {}
+    failure: BaseException | None = None
+    queue = list(enumerate(checks))
+    with ThreadPoolExecutor(max_workers=max(1, len(checks)), thread_name_prefix="check") as pool:
+        try:
+            while queue or running:
+                used = sum(need for _, need in running.values())
+                while queue and failure is None:
+                    i, spec = queue[0]
+                    need = min(max(spec.limits.cpus, 0.0), cores)
+                    if running and used + need > cores:
+                        break
+                    queue.pop(0)
+                    used += need
+                    log.info("check %s: starting a fresh container", spec.name)
+                    journal.append("check-started", check=spec.name, cpus=spec.limits.cpus)
+                    future = pool.submit(
+                        sandbox.run_check, spec, image, tree_tar, journal, stop=stop
+                    )
+                    running[future] = (i, need)
+                if failure is not None:
+                    queue.clear()
+                if not running:
+                    break
+                finished, _ = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    i, _need = running.pop(future)
+                    name = checks[i].name
+                    try:
+                        result = future.result()
+                    except (UnsafeTreeError, SandboxError, KeyboardInterrupt) as e:
+                        journal.append("check-ended", check=name, error=str(e) or type(e).__name__)
+                        if failure is None:
+                            failure = e
+                        stop.set()
+                        continue
+                    done[i] = result
+                    ok = result.started and all(p.ok for p in result.phases)
+                    journal.append("check-finished", check=name, started=result.started, ok=ok)
+        except KeyboardInterrupt as e:
+            failure = e
+            stop.set()
+            _drain(running, done, journal, checks)
+    return done, failure
+
+
+def _drain(
+    running: dict[Future[CheckResult], tuple[int, float]],
+    done: dict[int, CheckResult],
+    journal: Journal,
+    checks: tuple[CheckSpec, ...],
+) -> None:
+    """After a Ctrl-C: wait, uninterrupted by a second one, until every worker has ended
+    (each removes its containers); keep the results of those that finished anyway."""
+    for future, (i, _) in running.items():
+        while True:
+            try:
+                wait([future])
+                break
+            except KeyboardInterrupt:
+                log.warning("still removing the containers of check %s", checks[i].name)
+        error = future.exception()
+        if error is None:
+            done[i] = future.result()
+        journal.append("check-ended", check=checks[i].name, error=str(error or "") or None)
+    running.clear()
 
 
 def _ask_approval(
@@ -307,6 +391,8 @@ def prove(
         )
         try:
             room = _run_checks(config, ev, evidence, sandbox, journal)
+            if room.interrupted:
+                pending.stop()  # the differential's runs end too
             diffs = pending.finish(room.results, dict(spec.rules))  # SPEC §3.1
         finally:
             pending.close()

@@ -14,9 +14,12 @@ is tested against the real Docker daemon in tests/integration/.
 
 from __future__ import annotations
 
+import _thread
 import hashlib
 import io
 import tarfile
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -51,7 +54,9 @@ class Script:
     exit code is not 0. `junit` is the report read back after the test phase. `error`
     makes the container fail to start (`started=False`). `raises` is raised from
     `run_check` instead of a result (a `SandboxError`: the daemon went away; a
-    `KeyboardInterrupt`: Ctrl-C while the check runs).
+    `KeyboardInterrupt`: Ctrl-C while the check runs). `wait_for` holds the check until
+    the named check has started, which only concurrent checks get past; `until_stopped`
+    keeps it running until the orchestrator sets the stop event (Ctrl-C elsewhere).
     """
 
     exit_codes: tuple[int, ...] = ()
@@ -60,6 +65,9 @@ class Script:
     junit: bytes | None = None
     error: str | None = None
     raises: BaseException | None = None
+    wait_for: str | None = None  # runs on only once that check has started (concurrency)
+    until_stopped: bool = False  # runs until the proof's stop event is set, then raises
+    interrupt_main: bool = False  # a Ctrl-C reaches the main thread while this one runs
 
 
 def _command(argv: tuple[str, ...], code: int, script: Script) -> CommandResult:
@@ -99,6 +107,23 @@ class SandboxStandIn:
     images: list[str] = field(default_factory=list)  # names resolved, in order
     ran: list[CheckSpec] = field(default_factory=list)  # checks run, in order
     trees: dict[str, dict[str, bytes]] = field(default_factory=dict)  # check -> files seen
+    started: list[str] = field(default_factory=list)  # checks that began running, in order
+    _lock: threading.Condition = field(default_factory=threading.Condition, repr=False)
+
+    def _started(self, name: str) -> None:
+        with self._lock:
+            self.started.append(name)
+            self._lock.notify_all()
+
+    def _await(self, name: str, stop: threading.Event | None) -> None:
+        give_up = time.monotonic() + 60  # a hang guard: run one after another, it never starts
+        with self._lock:
+            while name not in self.started:
+                if stop is not None and stop.is_set():
+                    raise KeyboardInterrupt("stopped")
+                if time.monotonic() > give_up:
+                    raise AssertionError(f"check {name} never started while this one ran")
+                self._lock.wait(0.05)
 
     def resolve_image(self, name: str) -> ImageRef:
         self.images.append(name)
@@ -114,10 +139,25 @@ class SandboxStandIn:
         image: ImageRef,
         tree_tar: Callable[[], Iterator[bytes]],
         journal: Journal,
+        *,
+        stop: threading.Event | None = None,
     ) -> CheckResult:
-        self.ran.append(spec)
+        with self._lock:
+            self.ran.append(spec)
         script = self.scripts.get(spec.name, Script())
-        self.trees[spec.name] = _tree_files(tree_tar)
+        files = _tree_files(tree_tar)
+        with self._lock:
+            self.trees[spec.name] = files
+        self._started(spec.name)
+        if script.wait_for is not None:
+            self._await(script.wait_for, stop)
+        if script.interrupt_main:
+            _thread.interrupt_main()  # what SIGINT does: KeyboardInterrupt in the main thread
+        if script.until_stopped:
+            while stop is not None and not stop.wait(0.05):
+                pass
+            journal.append("container-removed", check=spec.name, standin=True)
+            raise KeyboardInterrupt("stopped")
         if script.raises is not None:
             raise script.raises
         if script.error is not None:

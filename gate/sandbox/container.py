@@ -56,11 +56,12 @@ from gate.model import (
     PhaseResult,
     Sha256,
 )
+from gate.sandbox import envcache
 from gate.sandbox.copy_in import WORKSPACE, close_iterator, copy_tree
 from gate.sandbox.egress import EgressBroker, EgressStartError
 from gate.sandbox.errors import DockerRefused, daemon_gone, docker_errors, is_transport_error
 from gate.sandbox.interface import SandboxError
-from gate.sandbox.output import LogSink, join_until
+from gate.sandbox.output import LogSink, check_stop, join_until
 from gate.sandbox.readback import read_file, read_report
 
 log = logging.getLogger("gate.sandbox")
@@ -87,8 +88,15 @@ class CheckRun:
         *,
         log_tail_bytes: int,
         egress_environ: Mapping[str, str] | None = None,
+        stop: threading.Event | None = None,
+        start_image: str | None = None,
+        commit_labels: dict[str, str] | None = None,
     ) -> None:
         self.api = api
+        self.stop = stop  # set: kill what runs, remove everything, KeyboardInterrupt
+        self.start_image = start_image or image.id  # a cached environment, or the image
+        self.commit_labels = commit_labels  # set: commit the container once all succeeded
+        self.committed: str | None = None
         self.spec = spec
         self.image = image
         self.journal = journal
@@ -97,7 +105,7 @@ class CheckRun:
         self.holder: str | None = None  # holds the volume mounted; nothing of the check
         self.volume: str | None = None
         self.temp_image: str | None = None  # the commit after build, removed at the end
-        self.test_image = image.id  # what test containers start from
+        self.test_image = self.start_image  # what test containers start from
         self.writable = False  # the current container's root filesystem
         self.networked = False  # the current container is on the egress network
         self.egress: EgressBroker | None = None
@@ -131,6 +139,10 @@ class CheckRun:
             test_ran = test_ran or phase is Phase.TEST
             if error is not None or not all(r.ok for r in results):
                 break
+        else:
+            if self.commit_labels is not None:
+                setup = envcache.encode_setup(phases)
+                self._commit_environment({**self.commit_labels, envcache.SETUP_LABEL: setup})
         self._end_processes()  # SPEC §3.2: nothing of the check runs during read-back
         egress = self.egress.finish() if self.egress is not None else None
         junit = None
@@ -187,10 +199,11 @@ class CheckRun:
             if first is Phase.TEST:
                 # unknown for a non-root user without HOME: no tmpfs there, read-only
                 self.home = env_home or (None if opened else "/root")
-            self._create(self.image.id, read_only=first is Phase.TEST)
+            self._create(self.start_image, read_only=first is Phase.TEST)
             if first is not Phase.TEST:
                 self.home = env_home or self._passwd_home(self.container_id, opened)
             self._start()
+            check_stop(self.stop)
             copy_tree(self.api, self.container_id, tree_tar, self.journal, check=self.spec.name)
         except (DockerRefused, EgressStartError) as e:
             return str(e)
@@ -280,7 +293,11 @@ class CheckRun:
         try:
             if self.writable:
                 with docker_errors("snapshot the container after the build"):
-                    committed = self.api.commit(self.container_id, pause=True)
+                    # from a cached environment: the snapshot must not pass for one
+                    unmark = dict.fromkeys(envcache.MARKS, "")
+                    committed = self.api.commit(
+                        self.container_id, pause=True, conf={"Labels": unmark}
+                    )
                 self.temp_image = self.test_image = str(committed["Id"])
                 self.journal.append("image-committed", check=self.spec.name, image=self.temp_image)
             self._hold()
@@ -290,6 +307,16 @@ class CheckRun:
         except DockerRefused as e:
             return str(e)
         return None
+
+    def _commit_environment(self, labels: dict[str, str]) -> None:
+        """The environment cache (gate/sandbox/envcache.py): keep what setup made."""
+        try:
+            with docker_errors("commit the environment after setup"):
+                got = self.api.commit(self.container_id, pause=True, conf={"Labels": labels})
+        except DockerRefused as e:
+            raise SandboxError(str(e)) from e
+        self.committed = str(got["Id"])
+        self.journal.append("environment-committed", check=self.spec.name, image=self.committed)
 
     def _detach_network(self) -> None:
         """SPEC §2 `network: setup`: take the network away before build and test, and
@@ -439,6 +466,7 @@ class CheckRun:
         ):
             self._hold_or_fail()  # the volume must outlive the test phase's containers
         for command in commands:
+            check_stop(self.stop)
             if phase is Phase.TEST and (self.writable or results):
                 problem = self._to_test_container()
                 if problem is not None:
@@ -502,7 +530,12 @@ class CheckRun:
                     # SPEC §3.2: in the test phase a command ends with its process; what
                     # it left behind is killed with its container before anything is read
                     ended = (lambda: self._exec_ended(exec_id)) if phase is Phase.TEST else None
-                    join_until(reader, deadline, ended)
+                    join_until(reader, deadline, ended, self.stop)
+                    if reader.is_alive() and self.stop is not None and self.stop.is_set():
+                        self._kill()
+                        close_iterator(stream)
+                        reader.join(_KILL_GRACE_S)
+                        check_stop(self.stop)
                     if reader.is_alive() and time.monotonic() < deadline:
                         left_behind = self._ended_code
                         self._kill()

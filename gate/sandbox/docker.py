@@ -8,15 +8,18 @@ does and does not protect against is written down in docs/security.md ("The clea
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import threading
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import docker
 import docker.errors
 
 from gate.journal import Journal
-from gate.model import CheckResult, CheckSpec, ImageRef
+from gate.model import CheckResult, CheckSpec, ImageRef, Phase
+from gate.sandbox import envcache
 from gate.sandbox.container import CheckRun
 from gate.sandbox.errors import DAEMON_HELP, TRANSPORT_ERRORS, DockerRefused, docker_errors
 from gate.sandbox.interface import ImageError, SandboxError
@@ -92,21 +95,28 @@ class DockerSandbox:
         image: ImageRef,
         tree_tar: Callable[[], Iterator[bytes]],
         journal: Journal,
+        *,
+        stop: threading.Event | None = None,
     ) -> CheckResult:
         """Run one check in brand-new containers; see `Sandbox.run_check`.
 
         Raises:
             SandboxError: the daemon went away, or the network could not be taken away
                 after the setup phase, or what the check created could not be removed.
+            KeyboardInterrupt: interrupted, or `stop` was set (containers are removed).
         """
-        run = CheckRun(
-            self._api,
-            spec,
-            image,
-            journal,
-            log_tail_bytes=self._tail,
-            egress_environ=self._egress_environ,
-        )
+        if spec.setup_inputs is None or not any(p is Phase.SETUP for p, _ in spec.phases):
+            result = self._run(
+                CheckRun(self._api, spec, image, journal, **self._opts(stop)), tree_tar
+            )
+            return result if spec.setup_inputs is None else _with_environment(result, "off")
+        return self._run_cached(spec, image, tree_tar, journal, stop)
+
+    def _opts(self, stop: threading.Event | None) -> dict[str, Any]:
+        return {"log_tail_bytes": self._tail, "stop": stop, "egress_environ": self._egress_environ}
+
+    @staticmethod
+    def _run(run: CheckRun, tree_tar: Callable[[], Iterator[bytes]]) -> CheckResult:
         try:
             try:
                 result = run.execute(tree_tar)
@@ -117,6 +127,61 @@ class DockerSandbox:
         finally:
             run.close_egress()
         return result
+
+    def _run_cached(
+        self,
+        spec: CheckSpec,
+        image: ImageRef,
+        tree_tar: Callable[[], Iterator[bytes]],
+        journal: Journal,
+        stop: threading.Event | None,
+    ) -> CheckResult:
+        """Setup from a cached environment, or setup on the inputs alone and commit it;
+        then build and test on a fresh copy of the whole tree (gate/sandbox/envcache.py)."""
+        assert spec.setup_inputs is not None  # noqa: S101 - caller checked
+        inputs, digest = envcache.setup_inputs(tree_tar, spec.setup_inputs)
+        key = envcache.key(spec, image, digest)
+        found = envcache.lookup(self._api, key)
+        cached, setup_phases = found if found is not None else (None, ())
+        setup_egress = None  # a hit ran no setup: nothing went through the broker
+        state = "hit" if cached is not None else "miss"
+        journal.append("environment-looked-up", check=spec.name, key=key, cache=state)
+        if cached is None:
+            setup = dataclasses.replace(
+                spec, phases=tuple(p for p in spec.phases if p[0] is Phase.SETUP), junit=None
+            )
+            run = CheckRun(
+                self._api,
+                setup,
+                image,
+                journal,
+                commit_labels=envcache.labels(key),
+                **self._opts(stop),
+            )
+            done = self._run(run, lambda: iter((inputs,)))
+            if run.committed is None:  # setup failed: the check ends here, nothing is kept
+                return _with_environment(done, "miss", key)
+            cached, setup_phases, setup_egress = run.committed, done.phases, done.egress
+            try:
+                envcache.tag(self._api, cached, key)
+            except DockerRefused as e:
+                raise SandboxError(str(e)) from e
+            envcache.prune(self._api)
+        rest = dataclasses.replace(
+            spec, phases=tuple(p for p in spec.phases if p[0] is not Phase.SETUP)
+        )
+        run = CheckRun(self._api, rest, image, journal, start_image=cached, **self._opts(stop))
+        result = self._run(run, tree_tar)
+        result = dataclasses.replace(
+            result, phases=setup_phases + result.phases, egress=setup_egress
+        )
+        return _with_environment(result, state, key, cached)
+
+
+def _with_environment(
+    result: CheckResult, cache: str, key: str | None = None, image: str | None = None
+) -> CheckResult:
+    return dataclasses.replace(result, environment={"cache": cache, "key": key, "image": image})
 
 
 def _split_reference(name: str) -> tuple[str, str | None, str | None]:

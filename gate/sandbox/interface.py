@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
@@ -34,13 +35,19 @@ class Sandbox(Protocol):
         image: ImageRef,
         tree_tar: Callable[[], Iterator[bytes]],
         journal: Journal,
+        *,
+        stop: threading.Event | None = None,
     ) -> CheckResult:
         """Create a brand-new container, stream a fresh copy of the tree into /workspace,
         run its phases in order and remove the container whatever happens.
 
         Container-level failures come back as `CheckResult(started=False, error=...)`.
+        Checks run in worker threads, where no Ctrl-C arrives: once `stop` is set, the
+        running command is killed, the containers are removed and KeyboardInterrupt is
+        raised, as a Ctrl-C in the calling thread would.
 
         Raises:
             SandboxError: the daemon went away.
+            KeyboardInterrupt: interrupted, or `stop` was set.
         """
         ...

@@ -38,14 +38,24 @@ class LogSink:
 
 
 def join_until(
-    thread: threading.Thread, deadline: float, ended: Callable[[], bool] | None = None
+    thread: threading.Thread,
+    deadline: float,
+    ended: Callable[[], bool] | None = None,
+    stop: threading.Event | None = None,
 ) -> None:
-    """Join `thread` until `deadline` or until `ended()`, in short slices so that a signal
-    handler (Ctrl-C, SIGTERM) runs promptly in the main thread."""
+    """Join `thread` until `deadline`, until `ended()` or until `stop` is set, in short
+    slices so that a signal handler (Ctrl-C, SIGTERM) runs promptly in the main thread and
+    a worker thread sees `stop` promptly."""
     while thread.is_alive():
         left = deadline - time.monotonic()
-        if left <= 0:
+        if left <= 0 or (stop is not None and stop.is_set()):
             return
         thread.join(min(left, 0.1))
         if thread.is_alive() and ended is not None and ended():
             return
+
+
+def check_stop(stop: threading.Event | None) -> None:
+    """Raise KeyboardInterrupt in a worker thread once the run was told to stop."""
+    if stop is not None and stop.is_set():
+        raise KeyboardInterrupt("the proof was interrupted")

@@ -105,6 +105,7 @@ EFFECTS: Mapping[str, Effect | str] = {
     "suites whose trusted runs take exactly the files these globs select",
     "checks[].differential": "judged by tests/attacks/test_differential.py: `off` lets a "
     "weakened test reach PROVEN, `trusted` holds it, `full` adds the proving run",
+    "checks[].setup_inputs": Effect(_check("setup_inputs", ["*.txt"]), run=True),
     "policy.protected": Effect(_section("policy", "protected", ["docs/**"])),
     "policy.deny": Effect(_section("policy", "deny", ["docs/**"])),
     "policy.budgets": CONTAINER,

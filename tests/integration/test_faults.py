@@ -414,6 +414,46 @@ def test_ctrl_c_during_a_check_is_not_proven_and_cleans_up(
     assert daemon.labeled_containers() == []
 
 
+def _sleeping_checks(d: PrivateDaemon) -> int:
+    with contextlib.closing(d.client()) as c:
+        running = 0
+        for container in c.containers.list(filters={"label": CONTAINER_LABEL}):
+            try:
+                rows = container.top().get("Processes") or []
+            except docker.errors.APIError:
+                continue
+            running += any("sleep 30" in " ".join(map(str, row)) for row in rows)
+        return running
+
+
+def test_ctrl_c_during_concurrent_checks_stops_and_removes_every_one(
+    daemon: PrivateDaemon, tmp_path: Path
+) -> None:
+    """Two checks whose commands run at once: the SIGINT reaches the main thread only;
+    both workers are told to stop and remove their containers."""
+    repo = make_repo(tmp_path)
+    config = (
+        f"version: 1\nimage: {CLEANROOM_IMAGE}\n"
+        "defaults: {timeout: 60, memory: 128m, pids: 64, cpus: 0.5}\n"
+        'checks:\n  - {name: one, test: "sleep 30"}\n  - {name: two, test: "sleep 30"}\n'
+    ).encode()
+    base = commit(repo, {b".github/proofgate.yml": config, b"a.txt": b"1\n"})
+    commit(repo, {b"a.txt": b"2\n"}, branch="pr", parent=base)
+    proof = Proof(repo_dir(repo), tmp_path / "out", daemon, tmp_path / "tmpdir")
+    deadline = time.monotonic() + 60
+    while _sleeping_checks(daemon) < 2:
+        assert proof.proc.poll() is None, proof.wait()
+        assert time.monotonic() < deadline, "the two checks never ran at once"
+        time.sleep(0.2)
+    proof.proc.send_signal(signal.SIGINT)
+    code, err = proof.wait(timeout=60)
+    assert code == 13, err
+    predicate = proof.predicate()
+    assert "interrupted" in _codes(predicate)
+    assert proof.stores_left() == []
+    assert daemon.labeled_containers() == []
+
+
 # --- the disk under the daemon full ---------------------------------------------------
 
 

@@ -8,9 +8,12 @@ tests/unit/test_prove_orchestration.py, against the Sandbox stand-in.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import secrets
 from pathlib import Path
 
+import docker
 import pygit2
 import pytest
 
@@ -182,3 +185,62 @@ def test_docker_unreachable_is_inconclusive(
     reasons = receipt_predicate(tmp_path / "out")["reasons"]
     assert [r["code"] for r in reasons] == ["docker-unavailable"]  # type: ignore[union-attr]
     assert snapshot(path) == before
+
+
+def test_checks_that_fit_in_the_cores_overlap_in_time(tmp_path: Path) -> None:
+    """Two half-core checks: the second one's command starts before the first one's has
+    ended (the journal's offsets), so they ran concurrently, each in its own containers."""
+    checks = (
+        '  - {name: one, test: "sleep 4", cpus: 0.5}\n  - {name: two, test: "sleep 4", cpus: 0.5}\n'
+    )
+    _, path = pr_repo(tmp_path, {b".github/proofgate.yml": config_yaml(checks)}, {b"a": b"1"})
+    out = tmp_path / "out"
+    assert cli_prove(path, out) == 0
+    predicate = receipt_predicate(out)
+    assert [c["name"] for c in predicate["checks"]] == ["one", "two"]  # type: ignore[union-attr]
+    events = predicate["journal"]["events"]  # type: ignore[index]
+    span: dict[str, list[float]] = {}
+    for e in events:
+        if e["kind"] in ("command-started", "command-finished"):
+            span.setdefault(e["data"]["check"], []).append(e["t"])
+    (start_one, end_one), (start_two, end_two) = span["one"], span["two"]
+    assert start_two < end_one, span
+    assert start_one < end_two, span
+    containers = {e["data"]["container"] for e in events if e["kind"] == "container-created"}
+    assert len(containers) >= 2
+
+
+def test_a_reproof_with_the_same_setup_inputs_skips_setup(
+    tmp_path: Path, keys: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The receipt says miss, then hit with the same key and cached image; it verifies."""
+    check = (
+        "  - name: unit\n"
+        '    setup: "test ! -e app.txt && cat requirements.txt > /opt/deps"\n'
+        '    test: "grep -q pinned /opt/deps && test -f app.txt"\n'
+        '    setup_inputs: ["requirements.txt"]\n'
+    )
+    pinned = f"pinned {secrets.token_hex(8)}\n".encode()  # a key no earlier run made
+    cfg = {b".github/proofgate.yml": config_yaml(check), b"requirements.txt": pinned}
+    environments = []
+    try:
+        for n in range(2):
+            _, path = pr_repo(tmp_path / str(n), cfg, {b"app.txt": str(n).encode()})
+            out = tmp_path / f"out{n}"
+            assert cli_prove(path, out, "--key", str(keys[0])) == 0
+            (shown,) = receipt_predicate(out)["checks"]  # type: ignore[misc]
+            environments.append(shown["environment"])
+            assert [p["phase"] for p in shown["phases"]] == ["setup", "test"]
+            assert main(["verify", str(out / "receipt.json"), "--key", str(keys[1])]) == 0
+        capsys.readouterr()
+        assert main(["cache", "ls"]) == 0
+        listed = capsys.readouterr().out
+    finally:
+        with contextlib.closing(docker.from_env()) as client:
+            for image in {e["image"] for e in environments if e.get("image")}:
+                client.api.remove_image(image, force=True)
+    miss, hit = environments
+    assert miss["cache"] == "miss"
+    assert hit == {**miss, "cache": "hit"}
+    assert f"{hit['image'][7:19]}  " in listed
+    assert f"key {hit['key']}" in listed

@@ -7,6 +7,7 @@ do not depend on the git adapter.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import os
@@ -22,6 +23,7 @@ import pytest
 from gate.git.interface import UnsafeTreeError
 from gate.journal import Journal
 from gate.model import CheckResult, CheckSpec, Command, ImageRef, Limits, Phase
+from gate.sandbox import envcache
 from gate.sandbox.docker import DockerSandbox
 from gate.sandbox.interface import ImageError, SandboxError
 
@@ -798,3 +800,158 @@ def test_editable_install_in_build_is_importable_in_the_read_only_test_phase(
         c.log_tail for p in result.phases for c in p.commands
     ]
     assert result.phases[-1].ok, last(result)[1]
+
+
+@pytest.mark.parametrize("phase", ["build", "test"])
+def test_stop_event_kills_the_running_command_and_removes_everything(
+    sandbox: DockerSandbox, image: ImageRef, phase: str
+) -> None:
+    """A check in a worker thread, where no Ctrl-C arrives: the orchestrator sets `stop`,
+    the running command is killed, containers, image and volume are removed (the autouse
+    fixture checks) and the worker ends with KeyboardInterrupt."""
+    stop = threading.Event()
+    began = threading.Event()
+
+    def on_event(event: dict[str, object]) -> None:
+        if event["kind"] == "command-started" and event["data"]["phase"] == phase:  # type: ignore[index]
+            began.set()
+
+    journal = Journal(on_event=on_event)
+    slow, fast = ["sleep 120"], ["true"]
+    check = spec(build=slow, test=fast) if phase == "build" else spec(build=fast, test=slow)
+    raised: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            sandbox.run_check(check, image, TREE, journal, stop=stop)
+        except BaseException as e:  # noqa: BLE001 - what the worker ends with
+            raised.append(e)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    assert began.wait(120), "the command never started"
+    stop.set()
+    thread.join(120)
+    assert not thread.is_alive()
+    (error,) = raised
+    assert isinstance(error, KeyboardInterrupt), raised
+    assert "volume-removed" in [e["kind"] for e in journal.events()]
+
+
+# --- the environment cache (gate/sandbox/envcache.py) ------------------------------------
+
+
+@pytest.fixture
+def env_cache(docker_client: docker.DockerClient) -> Iterator[None]:
+    """Cached environments made by the test, removed afterwards (others' are left)."""
+    before = {e.image for e in envcache.entries(docker_client.api)}
+    yield
+    for entry in envcache.entries(docker_client.api):
+        if entry.image not in before:
+            docker_client.api.remove_image(entry.image, force=True)
+
+
+ENV_SETUP = (
+    # setup sees only its inputs; what it writes outside /workspace is the environment
+    "test -f requirements.txt && test ! -e app.txt && "
+    "{ cat requirements.txt; head -c 8 /dev/urandom | od -An -tx1; } > /opt/env-marker"
+)
+ENV_TEST = "test -f app.txt && cat /opt/env-marker"
+
+
+def _cached_check(tree: TreeFn, sandbox: DockerSandbox, image: ImageRef) -> CheckResult:
+    check = dataclasses.replace(
+        spec(setup=[ENV_SETUP], test=[ENV_TEST]), setup_inputs=("requirements*.txt",)
+    )
+    result, _ = run(sandbox, image, check, tree)
+    assert result.started, result.error
+    assert all(p.ok for p in result.phases), result.phases
+    return result
+
+
+def test_setup_result_is_cached_by_its_inputs(
+    sandbox: DockerSandbox, image: ImageRef, env_cache: None
+) -> None:
+    first = _cached_check(
+        make_tree({"requirements.txt": b"click==8\n", "app.txt": b"1"}), sandbox, image
+    )
+    assert first.environment is not None
+    assert first.environment["cache"] == "miss"
+    assert [p.phase for p in first.phases] == [Phase.SETUP, Phase.TEST]
+    marker = first.phases[-1].commands[-1].log_tail
+    assert marker.startswith("click==8")
+
+    # another change to the tree, the same inputs: setup does not run again
+    again = _cached_check(
+        make_tree({"requirements.txt": b"click==8\n", "app.txt": b"2"}), sandbox, image
+    )
+    assert again.environment == {**first.environment, "cache": "hit"}
+    assert again.phases[0] == first.phases[0]  # the results that made the environment
+    assert again.phases[-1].commands[-1].log_tail == marker
+
+    changed = _cached_check(
+        make_tree({"requirements.txt": b"click==9\n", "app.txt": b"2"}), sandbox, image
+    )
+    assert changed.environment is not None
+    assert changed.environment["cache"] == "miss"
+    assert changed.environment["key"] != first.environment["key"]
+    assert changed.phases[-1].commands[-1].log_tail.startswith("click==9")
+
+
+def test_failed_setup_is_not_cached(
+    sandbox: DockerSandbox, image: ImageRef, env_cache: None
+) -> None:
+    check = dataclasses.replace(
+        spec(setup=["false"], test=["true"]), setup_inputs=("requirements.txt",)
+    )
+    tree = make_tree({"requirements.txt": b"x\n"})
+    for _ in range(2):
+        result, _ = run(sandbox, image, check, tree)
+        assert result.environment is not None
+        assert result.environment["cache"] == "miss"
+        assert not result.phases[0].ok
+
+
+def test_a_build_snapshot_from_a_cached_environment_is_never_a_cached_environment(
+    sandbox: DockerSandbox, image: ImageRef, env_cache: None, docker_client: docker.DockerClient
+) -> None:
+    """The commit after build inherits the cached image's labels; if it kept them, a
+    concurrent check with the same key would start from a pull request's build."""
+    seen: list[dict[str, str]] = []
+
+    def on_event(event: dict[str, object]) -> None:
+        if event["kind"] == "image-committed":
+            snapshot = str(event["data"]["image"])  # type: ignore[index]
+            labels = docker_client.api.inspect_image(snapshot)["Config"]["Labels"] or {}
+            seen.append(labels)
+            assert snapshot not in {e.image for e in envcache.entries(docker_client.api)}
+
+    check = dataclasses.replace(
+        spec(setup=["true"], build=["touch /opt/built"], test=["true"]),
+        setup_inputs=("requirements.txt",),
+    )
+    tree = make_tree({"requirements.txt": b"snapshot\n"})
+    for state in ("miss", "hit"):
+        result = sandbox.run_check(check, image, tree, Journal(on_event=on_event))
+        assert result.environment is not None
+        assert result.environment["cache"] == state
+        assert all(p.ok for p in result.phases)
+    assert len(seen) == 2
+    assert all(labels.get(envcache.CACHE_LABEL) != "1" for labels in seen), seen
+
+
+def test_the_cache_is_bounded(
+    sandbox: DockerSandbox, image: ImageRef, env_cache: None, docker_client: docker.DockerClient
+) -> None:
+    check = dataclasses.replace(spec(setup=["true"], test=["true"]), setup_inputs=("r.txt",))
+    made = set()
+    for n in range(2):
+        result, _ = run(sandbox, image, check, make_tree({"r.txt": str(n).encode()}))
+        assert result.environment is not None
+        made.add(result.environment["image"])
+    total = len(envcache.entries(docker_client.api))
+    removed = envcache.prune(docker_client.api, keep=total - 1)
+    assert len(removed) == 1
+    left = {e.image for e in envcache.entries(docker_client.api)}
+    assert len(left) == total - 1
+    assert len(made & left) == 1 or removed[0].image not in made

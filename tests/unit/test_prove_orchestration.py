@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from gate.cli import main
 from gate.git.repo import GitRepository
+from gate.journal import verify_chain
 from gate.model import Verdict
 from gate.prove import ProofRun, ProveRequest, prove
 from gate.sandbox.interface import SandboxError
@@ -384,3 +385,141 @@ def test_every_check_gets_the_same_fresh_tree(tmp_path: Path) -> None:
     assert trees["one"]["a"] == b"1"
     assert trees["one"]["b"] == b"2"
     assert factory.calls == 1
+
+
+# --- concurrent checks ------------------------------------------------------------------
+
+
+def _events(run: ProofRun, kind: str) -> list[dict[str, object]]:
+    events = run.predicate["journal"]["events"]  # type: ignore[index]
+    return [e for e in events if e["kind"] == kind]  # type: ignore[union-attr]
+
+
+def _names(run: ProofRun, kind: str) -> list[str]:
+    return [e["data"]["check"] for e in _events(run, kind)]  # type: ignore[index]
+
+
+THREE_CHECKS = (
+    '  - {name: one, test: "true", cpus: 1}\n'
+    '  - {name: two, test: "true", cpus: 1}\n'
+    '  - {name: three, test: "true", cpus: 1}\n'
+)
+
+
+def test_checks_that_fit_in_the_cores_run_concurrently_and_keep_config_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`one` runs on only once `three` has started and `three` once `two` has: run one
+    after another, `one` would never get past its wait. The receipt keeps config order."""
+    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    _, path = pr_repo(tmp_path, {CFG.encode(): config_yaml(THREE_CHECKS)}, {b"a": b"1"})
+    sandbox = SandboxStandIn(
+        scripts={"one": Script(wait_for="three"), "three": Script(wait_for="two")}
+    )
+    run = _prove(path, StandInFactory(sandbox))
+    assert run.verdict is Verdict.PROVEN, _codes(run)
+    assert [c["name"] for c in run.predicate["checks"]] == ["one", "two", "three"]  # type: ignore[union-attr]
+    assert _names(run, "check-started") == ["one", "two", "three"]
+    assert sorted(_names(run, "check-finished")) == ["one", "three", "two"]
+    assert journal_chain_holds(run)
+
+
+def test_checks_wait_for_free_cores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two cores, checks of one core each: the third starts only when one has finished."""
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    _, path = pr_repo(tmp_path, {CFG.encode(): config_yaml(THREE_CHECKS)}, {b"a": b"1"})
+    run = _prove(path, StandInFactory())
+    assert run.verdict is Verdict.PROVEN
+    kinds = [
+        (e["kind"], e["data"]["check"])  # type: ignore[index]
+        for e in _events(run, "check-started") + _events(run, "check-finished")
+    ]
+    events = sorted(kinds, key=lambda k: _seq(run, *k))
+    third = events.index(("check-started", "three"))
+    assert [k for k, _ in events[:third]].count("check-finished") >= 1
+    assert [k for k, _ in events[:2]] == ["check-started", "check-started"]
+
+
+def test_a_check_asking_for_more_cores_than_there_are_runs_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    checks = '  - {name: one, test: "true", cpus: 8}\n  - {name: two, test: "true", cpus: 1}\n'
+    _, path = pr_repo(tmp_path, {CFG.encode(): config_yaml(checks)}, {b"a": b"1"})
+    run = _prove(path, StandInFactory())
+    assert run.verdict is Verdict.PROVEN
+    assert _seq(run, "check-finished", "one") < _seq(run, "check-started", "two")
+
+
+def test_ctrl_c_while_checks_run_concurrently_stops_every_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, standin: SandboxStandIn
+) -> None:
+    """The Ctrl-C reaches the main thread while `one` runs on in a worker: it is told to
+    stop, removes its container, and the receipt says interrupted."""
+    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    checks = '  - {name: one, test: "true", cpus: 1}\n  - {name: two, test: "true", cpus: 1}\n'
+    _, path = pr_repo(tmp_path, {CFG.encode(): config_yaml(checks)}, {b"a": b"1"})
+    standin.scripts = {
+        "one": Script(until_stopped=True),
+        "two": Script(wait_for="one", interrupt_main=True),
+    }
+    assert cli_prove(path, tmp_path / "out") == 13
+    predicate = receipt_predicate(tmp_path / "out")
+    assert "interrupted" in {r["code"] for r in predicate["reasons"]}  # type: ignore[union-attr]
+    events = predicate["journal"]["events"]  # type: ignore[index]
+    removed = [e["data"]["check"] for e in events if e["kind"] == "container-removed"]  # type: ignore[index]
+    assert "one" in removed
+    ended = [e["data"]["check"] for e in events if e["kind"] == "check-ended"]  # type: ignore[index]
+    assert "one" in ended
+    assert [e["kind"] for e in events].index("interrupted") > max(
+        i
+        for i, e in enumerate(events)
+        if e["kind"] == "container-removed"  # type: ignore[index]
+    )
+
+
+def test_a_failure_in_one_concurrent_check_stops_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    checks = '  - {name: one, test: "true", cpus: 1}\n  - {name: two, test: "true", cpus: 1}\n'
+    _, path = pr_repo(tmp_path, {CFG.encode(): config_yaml(checks)}, {b"a": b"1"})
+    sandbox = SandboxStandIn(
+        scripts={
+            "one": Script(until_stopped=True),
+            "two": Script(wait_for="one", raises=SandboxError("daemon went away")),
+        }
+    )
+    run = _prove(path, StandInFactory(sandbox))
+    assert run.verdict is Verdict.INCONCLUSIVE
+    assert "docker-unavailable" in _codes(run)
+    assert sorted(_names(run, "check-ended")) == ["one", "two"]
+
+
+def _seq(run: ProofRun, kind: str, check: str) -> int:
+    (event,) = [e for e in _events(run, kind) if e["data"]["check"] == check]  # type: ignore[index]
+    return int(event["seq"])  # type: ignore[call-overload]
+
+
+def journal_chain_holds(run: ProofRun) -> bool:
+    journal = run.predicate["journal"]
+    return verify_chain(journal["events"], journal["head"]) is None  # type: ignore[index]
+
+
+def test_ctrl_c_during_a_check_also_stops_the_differential_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, standin: SandboxStandIn
+) -> None:
+    """The base run runs beside the head run until told to stop; without the stop it
+    would run on (here: its KeyboardInterrupt would escape)."""
+    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    _, path = pr_repo(tmp_path, {CFG.encode(): config_yaml(JUNIT_CHECK)}, {b"a": b"1"})
+    standin.scripts = {
+        "u": Script(wait_for="u@base", raises=KeyboardInterrupt()),
+        "u@base": Script(until_stopped=True),
+    }
+    assert cli_prove(path, tmp_path / "out") == 13
+    predicate = receipt_predicate(tmp_path / "out")
+    assert "interrupted" in {r["code"] for r in predicate["reasons"]}  # type: ignore[union-attr]
+    events = predicate["journal"]["events"]  # type: ignore[index]
+    finished = [e["data"] for e in events if e["kind"] == "differential-run-finished"]  # type: ignore[index]
+    assert finished == [{"check": "u", "run": "base", "tests": 0, "problem": "interrupted"}]
