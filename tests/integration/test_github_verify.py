@@ -86,6 +86,7 @@ def signed_receipt(
     tree: str | None = None,
     builder: JsonDict | None = None,
     key: Ed25519PrivateKey | None = None,
+    base: JsonDict | None = None,
 ) -> bytes:
     """A receipt for `release`'s commit, signed by the trusted test key unless `key`."""
     p = sample.predicate(verdict=verdict)
@@ -105,6 +106,8 @@ def signed_receipt(
     }
     if builder is not None:
         p["builder"] = builder
+    if base is not None:
+        p["base"] = base
     statement = receipt.build_statement(
         p, patch_sha256=sample.PATCH_SHA256, head_commit=release.commit, proven_tree=tree
     )
@@ -214,6 +217,26 @@ def test_reproof_of_a_pushed_commit_does_not_vouch_for_a_release(
     ok, message = check(standin, release)
     assert not ok
     assert "trigger.kind is 'commit'; 'merge_group or pull_request' is required" in message
+    ok, message = check(standin, release, accept_reproof=True)
+    assert ok, message
+
+
+@pytest.mark.parametrize("kind", ["pull_request", "merge_group"])
+def test_empty_change_onto_a_pushed_commit_does_not_vouch_for_a_release(
+    standin: GitHubStandIn, release: Release, kind: str
+) -> None:
+    """A commit pushed straight to main, then a pull request (or queue group) whose head
+    adds an empty commit on top: PROVEN, trigger `pull_request`, and its proven tree is
+    the base's own tree. No policy judged any change: it is a re-proof of the base."""
+    trigger: JsonDict = {"kind": kind, "base_ref": "refs/heads/main"}
+    base: JsonDict = {"commit": sample.OTHER_COMMIT, "tree": release.tree}
+    attach(standin, release.commit, signed_receipt(release, trigger=trigger, base=base))
+    ok, message = check(standin, release)
+    assert not ok
+    assert (
+        f"patch is empty: the proven tree {release.tree} is the base's own tree "
+        f"(base {sample.OTHER_COMMIT}); a re-proof counts only with --accept-reproof"
+    ) in message
     ok, message = check(standin, release, accept_reproof=True)
     assert ok, message
 
