@@ -264,7 +264,7 @@ def check_tests_deleted(ctx: Context) -> Iterator[RawFinding]:
 
 
 _SKIP_MARKERS = re.compile(
-    rb"(pytest\.mark\.(?:skip|skipif|xfail)\b|pytest\.(?:skip|xfail)\s*\(|unittest\.skip\w*"
+    rb"(pytest\.mark\.(?:skip|skipif|xfail)\b|pytest\.(?:skip|xfail|exit)\s*\(|unittest\.skip\w*"
     rb"|@skip(?:If|Unless)?\b|\bskipTest\s*\(|expectedFailure|\b(?:it|test|describe|context)\."
     rb"(?:skip|todo)\s*\(|\bx(?:it|test|describe)\s*\(|\bt\.Skip(?:f|Now)?\s*\(|#\[ignore\]"
     rb"|@Disabled\b|@Ignore\b)"

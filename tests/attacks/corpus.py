@@ -84,6 +84,19 @@ MARKER_OBJECT_SKIP = (
 RAISED_SKIP = b"import unittest\n" + TEST_CALC.replace(
     b"    assert add", b"    raise unittest.SkipTest('later')\n    assert add"
 )
+# Spellings an attacker's review found the semantic reader missed: a marker object handed
+# to `request.applymarker` (a failing test becomes xfailed, the run exits 0), a skip in a
+# helper the patch adds and the existing test calls, and `pytest.exit(returncode=0)`,
+# which ends the session before the remaining tests run.
+APPLIED_XFAIL = b"import pytest\n" + TEST_CALC.replace(
+    b"def test_add():\n", b"def test_add(request):\n    request.applymarker(pytest.mark.xfail)\n"
+)
+HELPER_SKIP = b"import pytest\n\n\ndef _later():\n    pytest.skip('later')\n\n\n" + (
+    TEST_CALC.replace(b"    assert add", b"    _later()\n    assert add")
+)
+SESSION_EXIT = b"import pytest\n" + TEST_CALC.replace(
+    b"    assert add", b"    pytest.exit('done', returncode=0)\n    assert add"
+)
 # A pytest plugin that reports every test as passed (issue 14): loaded through package
 # metadata at the repository root, or through `pytest_plugins` in a test module.
 PASS_ALL_PLUGIN = (
@@ -1391,6 +1404,33 @@ CASES: tuple[Case, ...] = (
         F({HELD}),
         with_inspect(
             simple({b"calc.py": CALC_BROKEN, b"test_calc.py": RAISED_SKIP}),
+            wants_finding("tests-skipped"),
+        ),
+    ),
+    _attack(
+        "test-xfailed-at-run-time-through-applymarker",
+        "the PR breaks the code and calls `request.applymarker(pytest.mark.xfail)` in its test",
+        F({HELD}),
+        with_inspect(
+            simple({b"calc.py": CALC_BROKEN, b"test_calc.py": APPLIED_XFAIL}),
+            wants_finding("tests-skipped"),
+        ),
+    ),
+    _attack(
+        "test-skipped-through-a-new-helper",
+        "the PR breaks the code and has its test call a new helper that calls pytest.skip()",
+        F({HELD}),
+        with_inspect(
+            simple({b"calc.py": CALC_BROKEN, b"test_calc.py": HELPER_SKIP}),
+            wants_finding("tests-skipped"),
+        ),
+    ),
+    _attack(
+        "session-ended-by-pytest-exit",
+        "the PR breaks the code and calls `pytest.exit(returncode=0)` before its assertion",
+        F({HELD}),
+        with_inspect(
+            simple({b"calc.py": CALC_BROKEN, b"test_calc.py": SESSION_EXIT}),
             wants_finding("tests-skipped"),
         ),
     ),
