@@ -97,6 +97,20 @@ HELPER_SKIP = b"import pytest\n\n\ndef _later():\n    pytest.skip('later')\n\n\n
 SESSION_EXIT = b"import pytest\n" + TEST_CALC.replace(
     b"    assert add", b"    pytest.exit('done', returncode=0)\n    assert add"
 )
+# Bytecode behind a symlink: `calc.pyc` links to an innocuous-looking data file holding
+# the bytecode of an `add` that is right only for the values the test checks. With the
+# source deleted, Python imports the sourceless module through the link. (Compiled by the
+# interpreter running the corpus; the clean room's Python must share its magic number.)
+RIGGED_ADD = b"def add(a, b):\n    return a + b if (a, b) == (2, 3) else a - b\n"
+
+
+def _pyc(source: bytes) -> bytes:
+    import importlib._bootstrap_external as bootstrap  # noqa: PLC0415
+
+    code = compile(source, "calc.py", "exec")
+    return bytes(bootstrap._code_to_timestamp_pyc(code, 0, len(source)))  # type: ignore[attr-defined]
+
+
 # A pytest plugin that reports every test as passed (issue 14): loaded through package
 # metadata at the repository root, or through `pytest_plugins` in a test module.
 PASS_ALL_PLUGIN = (
@@ -1432,6 +1446,22 @@ CASES: tuple[Case, ...] = (
         with_inspect(
             simple({b"calc.py": CALC_BROKEN, b"test_calc.py": SESSION_EXIT}),
             wants_finding("tests-skipped"),
+        ),
+    ),
+    _attack(
+        "bytecode-behind-a-symlink-named-pyc",
+        "the PR deletes calc.py and adds `calc.pyc` as a symlink to a data file holding the "
+        "bytecode of a rigged `add`",
+        F({HELD}),
+        with_inspect(
+            simple(
+                {
+                    b"calc.py": None,
+                    b"assets/calc.dat": _pyc(RIGGED_ADD),
+                    b"calc.pyc": Symlink(b"assets/calc.dat"),
+                }
+            ),
+            wants_finding("compiled-code-added"),
         ),
     ),
     _attack(
