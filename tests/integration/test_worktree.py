@@ -554,7 +554,7 @@ def test_apply_writes_the_proven_bytes_whatever_the_users_whitespace_setting(
     """The user's global `apply.whitespace=fix` must not rewrite the proven patch on its way
     into the working tree (it would leave a tree that is not the proven one behind)."""
     repo = make_repo(tmp_path)
-    config = CONFIG.split(b"    test:")[0] + b'    test: "grep -q \' $\' ws.txt"\n'
+    config = CONFIG.split(b"    test:")[0] + b"    test: \"grep -q ' $' ws.txt\"\n"
     base = commit(repo, {b".github/proofgate.yml": config})
     commit(repo, {b"ws.txt": b"trailing blanks   \n"}, branch="pr", parent=base)
     checkout(repo)
