@@ -948,6 +948,9 @@ PRIVATE_KEY = (
     + base64.b64encode(b"openssh-key-v1\0" + bytes(range(200)))
     + b"\n-----END OPENSSH PRIVATE KEY-----\n"
 )
+# The same key saved as UTF-16 (a Windows editor's "Unicode"): NUL bytes make it binary
+# to git, and no ASCII pattern matches its bytes.
+PRIVATE_KEY_UTF16 = PRIVATE_KEY.decode("ascii").encode("utf-16")
 TOKEN_FILE = b'GITHUB_TOKEN = "ghp_' + b"R8aZq2Lw0xVt5NcYb7HkPm3JdEs9UfGi1Qo4" + b'"\n'
 
 
@@ -1588,6 +1591,15 @@ CASES: tuple[Case, ...] = (
         _applies_elsewhere(),
     ),
     # policy
+    _attack(
+        "private-key-added-as-utf16",
+        "the PR adds an OpenSSH private key saved as UTF-16 (binary to git)",
+        F({BLOCKED}),
+        with_inspect(
+            simple({b"deploy/id_ed25519.txt": PRIVATE_KEY_UTF16}),
+            both(no_checks_ran, wants_finding("private-key")),
+        ),
+    ),
     _attack(
         "private-key-added",
         "the PR adds an OpenSSH private key",
