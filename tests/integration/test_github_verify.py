@@ -330,6 +330,44 @@ def test_configuration_absent_from_the_released_tree_is_refused(
     )
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="ConfigBlob compares the blob at the receipt's own config.path; release "
+    "verification does not pin the path to the repository's configuration "
+    "(.github/proofgate.yml or the workflow's `config` input)",
+)
+def test_receipt_proven_under_another_config_file_in_the_tree_does_not_vouch(
+    standin: GitHubStandIn, tmp_path: Path
+) -> None:
+    """The released tree carries the real configuration and a laxer one (a second
+    workflow's quick checks, an example, a fixture). A receipt whose config is the lax
+    file, signed by the same key, names a blob that is in the released tree, at its own
+    path: it was not proven under the configuration releases are judged by."""
+    repo = make_repo(tmp_path, "two-configs")
+    oid = commit(
+        repo,
+        {b".github/proofgate.yml": CONFIG, b"ci/quick.yml": LAX_CONFIG, b"src/calc.py": b"x\n"},
+    )
+    c = repo[oid].peel(pygit2.Commit)
+    release = Release(
+        path=Path(repo.workdir),
+        commit=str(oid),
+        tree=str(c.tree.id),
+        config_blob=str(c.tree[".github/proofgate.yml"].id),
+    )
+    standin.set_commit_tree(VERIFY_REPO, release.commit, release.tree)
+    quick: JsonDict = {
+        "source": "base-tree",
+        "path": "ci/quick.yml",
+        "blob": str(c.tree["ci/quick.yml"].id),
+        "sha256": hashlib.sha256(LAX_CONFIG).hexdigest(),
+    }
+    attach(standin, release.commit, signed_receipt(release, config=quick))
+    ok, message = check(standin, release)
+    assert not ok, message
+    assert "config.path" in message
+
+
 def test_receipt_replayed_on_another_repository_fails_verify(
     standin: GitHubStandIn, release: Release
 ) -> None:
