@@ -484,6 +484,27 @@ def test_cli_verify_github_needs_the_released_tree_locally(
     assert f"cannot read the released commit's tree {release.tree}" in capsys.readouterr().err
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="file verify with --branch checks trigger and branch only: it neither reads the "
+    "released commit's tree (--repo) for the proven tree nor its configuration blob, which "
+    "SPEC §5 calls 'the same checks' as --github",
+)
+def test_file_verify_for_a_branch_refuses_a_receipt_for_a_moved_base(
+    release: Release, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pull request proven against a base that has since moved proved base tip + patch,
+    not its head's tree; under other rules, too. --github refuses it (see REFUSALS); the
+    file verify of the same receipt for the same release must as well."""
+    other = {"source": "base-tree", "path": ".github/proofgate.yml", "blob": OTHER_BLOB}
+    path = tmp_path / "receipt.json"
+    path.write_bytes(signed_receipt(release, tree="7" * 40, config=other))
+    argv = ["verify", str(path), "--key", str(ASSETS / "keys/trusted.pub")]
+    argv += ["--commit", release.commit, "--repository", VERIFY_REPO, "--branch", "main"]
+    argv += ["--require", "PROVEN", "--repo", str(release.path)]
+    assert cli.main(argv) == 1, capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "branch",
     ["refs/tags/v1", "", "..", "a..b", "main branch", "refs/heads/", "x.lock", "-x", "a/"],
