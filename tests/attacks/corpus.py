@@ -1492,6 +1492,23 @@ CASES: tuple[Case, ...] = (
         ),
     ),
     _attack(
+        "pass-all-plugin-via-globals-pytest-plugins",
+        "the PR breaks the code and loads a pass-all plugin with "
+        "`globals()['pytest_plugins'] = [...]` in a test module",
+        F({HELD}),
+        with_inspect(
+            simple(
+                {
+                    b"calc.py": CALC_BROKEN,
+                    b"passall_plugin.py": PASS_ALL_PLUGIN,
+                    b"test_calc.py": b"globals()['pytest_plugins'] = ['passall_plugin']\n"
+                    + TEST_CALC,
+                }
+            ),
+            wants_finding("test-plugin-added"),
+        ),
+    ),
+    _attack(
         "runner-shadowed-by-root-pytest-py",
         "the PR breaks the code and adds a root pytest.py that prints a pass and exits 0",
         F({HELD}),
