@@ -105,6 +105,18 @@ def _skipper(node: ast.expr, aliases: dict[str, str], markers: dict[str, str]) -
     return None
 
 
+def _parts(node: ast.expr) -> Iterator[ast.expr]:
+    """The expressions a dotted name is built from (`pytest.skip` in `pytest.skip.X`)."""
+    while True:
+        if isinstance(node, ast.Attribute):
+            node = node.value
+        elif isinstance(node, ast.Call):
+            node = node.func
+        else:
+            return
+        yield node
+
+
 def _markers(tree: ast.Module, aliases: dict[str, str]) -> dict[str, str]:
     """Module-level names bound to a skipper (`slow = pytest.mark.skip(...)`)."""
     out: dict[str, str] = {}
@@ -156,16 +168,19 @@ def _sites(tree: ast.Module) -> Iterator[SkipSite]:
         # Any mention of a skipper in code counts, called or not: a call or a raise, and
         # a marker handed on (`request.applymarker(pytest.mark.xfail)`) or bound to a
         # local name. A call is seen through its callee, visited on its own.
+        # `pytest.skip.Exception` is one site, not also a `pytest.skip` (its inner part).
         for stmt in body:
-            for sub in ast.walk(stmt):
+            inner: set[int] = set()
+            for sub in ast.walk(stmt):  # breadth first: an outer name before its parts
                 if isinstance(sub, ast.Call):
                     f = sub.func
                     if isinstance(f, ast.Attribute) and f.attr in _METHODS:
                         yield SkipSite(f"TestCase.{f.attr}", scope, sub.lineno)
-                elif isinstance(sub, ast.expr):
+                elif isinstance(sub, ast.expr) and id(sub) not in inner:
                     kind = _skipper(sub, aliases, markers)
                     if kind is not None:
                         yield SkipSite(kind, scope, sub.lineno)
+                        inner.update(id(n) for n in _parts(sub))
 
     yield from visit(tree.body, "")
 
