@@ -527,6 +527,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         repository=args.repository,
         branch=branch,
         triggers=triggers,
+        changed=branch is not None and not args.accept_reproof,
         require=args.require,
     )
     try:

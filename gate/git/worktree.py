@@ -559,7 +559,10 @@ class Checkout:
         """
         with tempfile.TemporaryDirectory(prefix="proofgate-index-") as tmp:
             git, env = git_command(self.repo, Path(tmp) / "index")
-            for args in (("apply", "--check", "-"), ("apply", "-")):
+            # --whitespace=nowarn: the user's `apply.whitespace=fix` would rewrite the
+            # proven lines on their way in (the private store's reapply reads no such config)
+            ws = "--whitespace=nowarn"
+            for args in (("apply", ws, "--check", "-"), ("apply", ws, "-")):
                 try:
                     _run(git, env, *args, stdin=patch)
                 except RepoError as e:

@@ -9,7 +9,9 @@ Besides the signature, a receipt counts only when, in one composable verificatio
 - its `trigger.base_ref` is the branch releases come from (default: the repository's
   default branch), so a PROVEN against a laxer branch never counts;
 - its trigger is `pull_request` or `merge_group`: a re-proof of a commit (`commit`) judged
-  no change with a policy and counts only when the caller accepts re-proofs;
+  no change with a policy and counts only when the caller accepts re-proofs; so does a
+  pull request whose proven tree is its base's own tree (an empty change on top of a
+  commit pushed straight to the branch);
 - its configuration blob is the configuration in the released commit's own tree, so a
   receipt proven under other rules does not count;
 - its verdict meets `require`.
@@ -36,6 +38,7 @@ from gate.receipt import (
     AllOf,
     AtLeast,
     Branch,
+    Changed,
     ConfigBlob,
     Expectation,
     ReceiptError,
@@ -118,6 +121,8 @@ def release_expectation(
         TriggerIn(kinds),
         ConfigBlob(blob_at=blob_at),
     ]
+    if not accept_reproof:
+        parts.append(Changed())  # an empty change is a re-proof of its base in disguise
     if require is not None:
         parts.append(AtLeast(require))
     return AllOf(*parts)

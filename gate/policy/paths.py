@@ -308,9 +308,17 @@ def is_compiled_path(path: bytes) -> bool:
 
 def check_compiled_code(ctx: Context) -> Iterator[RawFinding]:
     for e in ctx.inventory:
-        if e.status is ChangeStatus.DELETED or e.gitlink or e.new_mode == 0o120000:
+        if e.status is ChangeStatus.DELETED or e.gitlink or not is_compiled_path(e.path):
             continue
-        if is_compiled_path(e.path):
+        if e.new_mode == 0o120000:
+            # Python imports `calc.pyc -> assets/calc.dat` as bytecode, whatever the target
+            # is called: the link's name decides, so the link is compiled code.
+            yield RawFinding(
+                e.path,
+                f"symlink named like compiled code {e.status.value}: Python loads its target "
+                "as compiled code, which cannot be reviewed",
+            )
+        else:
             yield RawFinding(
                 e.path,
                 f"compiled code {e.status.value}: it runs in place of or beside the source, "

@@ -73,6 +73,17 @@ def _looks_random(v: bytes) -> bool:
 MAX_BINARY_SCAN_BYTES = 1 << 20
 
 
+# Text saved as UTF-16 (each ASCII character beside a NUL byte) is binary to git and
+# matches no ASCII pattern: such runs are read as the ASCII they spell.
+_UTF16_LE = re.compile(rb"(?:[\t\n\r\x20-\x7e]\x00){4,}")
+_UTF16_BE = re.compile(rb"(?:\x00[\t\n\r\x20-\x7e]){4,}")
+
+
+def _as_ascii(data: bytes) -> bytes:
+    data = _UTF16_LE.sub(lambda m: m.group(0)[::2], data)
+    return _UTF16_BE.sub(lambda m: m.group(0)[1::2], data)
+
+
 def _added_runs(ctx: Context) -> Iterator[tuple[bytes, list[tuple[int | None, bytes]]]]:
     """(path, consecutive added lines with their new line numbers): each hunk's added
     lines of a text diff, and the new content (bounded) of each binary file the patch
@@ -86,7 +97,8 @@ def _added_runs(ctx: Context) -> Iterator[tuple[bytes, list[tuple[int | None, by
         d = ctx.diffs[path]
         data = ctx.binary_files.get(d.new_path) if d.binary and d.new_path is not None else None
         if data is not None:
-            yield d.path, [(None, x) for x in data[:MAX_BINARY_SCAN_BYTES].split(b"\n")]
+            text = _as_ascii(data[:MAX_BINARY_SCAN_BYTES])
+            yield d.path, [(None, x) for x in text.split(b"\n")]
 
 
 def check_private_key(ctx: Context) -> Iterator[RawFinding]:

@@ -28,6 +28,8 @@ _SKIPPERS = frozenset(
         "pytest.skip",
         "pytest.xfail",
         "pytest.importorskip",
+        "pytest.exit",  # returncode=0 ends the session, passing, before the rest run
+        "pytest.exit.Exception",
         "pytest.mark.skip",
         "pytest.mark.skipif",
         "pytest.mark.xfail",
@@ -37,6 +39,8 @@ _SKIPPERS = frozenset(
         "_pytest.outcomes.xfail",
         "_pytest.outcomes.Skipped",
         "_pytest.outcomes.XFailed",
+        "_pytest.outcomes.exit",
+        "_pytest.outcomes.Exit",
         "unittest.skip",
         "unittest.skipIf",
         "unittest.skipUnless",
@@ -101,6 +105,18 @@ def _skipper(node: ast.expr, aliases: dict[str, str], markers: dict[str, str]) -
     return None
 
 
+def _parts(node: ast.expr) -> Iterator[ast.expr]:
+    """The expressions a dotted name is built from (`pytest.skip` in `pytest.skip.X`)."""
+    while True:
+        if isinstance(node, ast.Attribute):
+            node = node.value
+        elif isinstance(node, ast.Call):
+            node = node.func
+        else:
+            return
+        yield node
+
+
 def _markers(tree: ast.Module, aliases: dict[str, str]) -> dict[str, str]:
     """Module-level names bound to a skipper (`slow = pytest.mark.skip(...)`)."""
     out: dict[str, str] = {}
@@ -149,19 +165,22 @@ def _sites(tree: ast.Module) -> Iterator[SkipSite]:
                 yield from _calls([node], scope)
 
     def _calls(body: list[ast.stmt], scope: str) -> Iterator[SkipSite]:
+        # Any mention of a skipper in code counts, called or not: a call or a raise, and
+        # a marker handed on (`request.applymarker(pytest.mark.xfail)`) or bound to a
+        # local name. A call is seen through its callee, visited on its own.
+        # `pytest.skip.Exception` is one site, not also a `pytest.skip` (its inner part).
         for stmt in body:
-            for sub in ast.walk(stmt):
+            inner: set[int] = set()
+            for sub in ast.walk(stmt):  # breadth first: an outer name before its parts
                 if isinstance(sub, ast.Call):
-                    kind = _skipper(sub.func, aliases, markers)
                     f = sub.func
-                    if kind is None and isinstance(f, ast.Attribute) and f.attr in _METHODS:
-                        kind = f"TestCase.{f.attr}"
+                    if isinstance(f, ast.Attribute) and f.attr in _METHODS:
+                        yield SkipSite(f"TestCase.{f.attr}", scope, sub.lineno)
+                elif isinstance(sub, ast.expr) and id(sub) not in inner:
+                    kind = _skipper(sub, aliases, markers)
                     if kind is not None:
                         yield SkipSite(kind, scope, sub.lineno)
-                elif isinstance(sub, ast.Raise) and sub.exc is not None:
-                    kind = _skipper(sub.exc, aliases, markers)
-                    if kind is not None:
-                        yield SkipSite(kind, scope, sub.lineno)
+                        inner.update(id(n) for n in _parts(sub))
 
     yield from visit(tree.body, "")
 
@@ -218,4 +237,17 @@ def new_skips(old: bytes, new: bytes) -> list[SkipSite] | None:
             continue
         if (s.target == "" and existing) or s.target in existing:
             out.append(s)
+        elif existing and not _in_new_test(s.target, existing):
+            # a helper or fixture the patch adds: any existing test may call it
+            out.append(s)
     return out
+
+
+def _in_new_test(target: str, existing: set[str]) -> bool:
+    """Whether `target` is, or sits inside, a test function or class the patch adds."""
+    parts = target.split(".")
+    for i in range(1, len(parts) + 1):
+        name = ".".join(parts[:i])
+        if name not in existing and parts[i - 1].startswith(("test", "Test")):
+            return True
+    return False

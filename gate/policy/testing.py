@@ -264,7 +264,7 @@ def check_tests_deleted(ctx: Context) -> Iterator[RawFinding]:
 
 
 _SKIP_MARKERS = re.compile(
-    rb"(pytest\.mark\.(?:skip|skipif|xfail)\b|pytest\.(?:skip|xfail)\s*\(|unittest\.skip\w*"
+    rb"(pytest\.mark\.(?:skip|skipif|xfail)\b|pytest\.(?:skip|xfail|exit)\s*\(|unittest\.skip\w*"
     rb"|@skip(?:If|Unless)?\b|\bskipTest\s*\(|expectedFailure|\b(?:it|test|describe|context)\."
     rb"(?:skip|todo)\s*\(|\bx(?:it|test|describe)\s*\(|\bt\.Skip(?:f|Now)?\s*\(|#\[ignore\]"
     rb"|@Disabled\b|@Ignore\b)"
@@ -427,9 +427,9 @@ def check_tests_skipped(ctx: Context) -> Iterator[RawFinding]:
 # (tox.ini, Makefiles, workflow files, .env). A plugin runs in every test process and
 # can rewrite any outcome. `-p no:NAME` switches a plugin off: that is
 # `test-config-changed`, not a plugin added.
-_PLUGINS_ASSIGN = re.compile(
-    rb"^\s*pytest_plugins\b\s*(?::[^=]*)?(?:=|\+=|\.(?:append|extend|insert)\()"
-)
+# Any mention, not only `pytest_plugins = ...`: `globals()["pytest_plugins"] = [...]`,
+# `setattr(module, "pytest_plugins", ...)` and `from x import pytest_plugins` bind it too.
+_PLUGINS_ASSIGN = re.compile(rb"\bpytest_plugins\b")
 _PLUGIN_OPT = re.compile(rb"(?:^|[\s\"'=,\[])-p[\s=]*(?![\s=]*no:)([A-Za-z_][\w.:-]*)")
 _PLUGIN_ENV = re.compile(rb"\b(PYTEST_PLUGINS|PYTEST_ADDOPTS)\b")
 
@@ -441,7 +441,7 @@ def check_test_plugin(ctx: Context) -> Iterator[RawFinding]:
         base = basename(d.new_path)
         python = base.endswith((b".py", b".pyi"))
         for ln in d.added:
-            if python and base != b"conftest.py" and _PLUGINS_ASSIGN.match(ln.text):
+            if python and base != b"conftest.py" and _PLUGINS_ASSIGN.search(ln.text):
                 yield RawFinding(
                     d.path, "pytest plugins loaded from a module (pytest_plugins)", ln.new
                 )

@@ -240,6 +240,28 @@ class TriggerIn(_NoKeys):
             raise VerificationError("trigger.kind", want, got)
 
 
+class Changed(_NoKeys):
+    """The receipt judged a change: its proven tree is not its base's own tree.
+
+    A pull request (or queue group) that changes nothing on top of a commit pushed straight
+    to the branch is PROVEN with an empty patch no policy judged, exactly like a re-proof
+    of that commit (`trigger.kind: commit`), so it counts only where a re-proof does."""
+
+    __slots__ = ()
+
+    def check(self, receipt: VerifiedReceipt) -> None:
+        p = receipt.predicate
+        base = p.document.get("base")
+        base_commit = base.get("commit") if isinstance(base, dict) else None
+        base_tree = base.get("tree") if isinstance(base, dict) else None
+        if p.proven_tree is not None and (base_tree is None or base_tree == p.proven_tree):
+            message = (
+                f"patch is empty: the proven tree {p.proven_tree} is the base's own tree "
+                f"(base {base_commit}); a re-proof counts only with --accept-reproof"
+            )
+            raise VerificationError("base.tree", f"not {p.proven_tree}", base_tree, message)
+
+
 def satisfies(verdict: Verdict, require: Verdict) -> bool:
     """Whether `verdict` meets `--require`: at most as severe (SPEC §3 worst-wins order).
 
@@ -372,9 +394,11 @@ def expectations(
     repository: str | None = None,
     branch: str | None = None,
     triggers: Iterable[TriggerKind] | None = None,
+    changed: bool = False,
     require: Verdict | None = None,
 ) -> AllOf:
-    """`AllOf(Signed(keys), ...)` for the options that are given, in the CLI's order."""
+    """`AllOf(Signed(keys), ...)` for the options that are given, in the CLI's order
+    (`changed`: the receipt must judge a change, see `Changed`)."""
     parts: list[Expectation] = [Signed(keys)]
     if commit is not None or tree is not None:
         parts.append(Subject(commit=commit, tree=tree))
@@ -386,6 +410,8 @@ def expectations(
         parts.append(Branch(branch))
     if triggers is not None:
         parts.append(TriggerIn(triggers))
+    if changed:
+        parts.append(Changed())
     if require is not None:
         parts.append(AtLeast(require))
     return AllOf(*parts)

@@ -84,6 +84,33 @@ MARKER_OBJECT_SKIP = (
 RAISED_SKIP = b"import unittest\n" + TEST_CALC.replace(
     b"    assert add", b"    raise unittest.SkipTest('later')\n    assert add"
 )
+# Spellings an attacker's review found the semantic reader missed: a marker object handed
+# to `request.applymarker` (a failing test becomes xfailed, the run exits 0), a skip in a
+# helper the patch adds and the existing test calls, and `pytest.exit(returncode=0)`,
+# which ends the session before the remaining tests run.
+APPLIED_XFAIL = b"import pytest\n" + TEST_CALC.replace(
+    b"def test_add():\n", b"def test_add(request):\n    request.applymarker(pytest.mark.xfail)\n"
+)
+HELPER_SKIP = b"import pytest\n\n\ndef _later():\n    pytest.skip('later')\n\n\n" + (
+    TEST_CALC.replace(b"    assert add", b"    _later()\n    assert add")
+)
+SESSION_EXIT = b"import pytest\n" + TEST_CALC.replace(
+    b"    assert add", b"    pytest.exit('done', returncode=0)\n    assert add"
+)
+# Bytecode behind a symlink: `calc.pyc` links to an innocuous-looking data file holding
+# the bytecode of an `add` that is right only for the values the test checks. With the
+# source deleted, Python imports the sourceless module through the link. (Compiled by the
+# interpreter running the corpus; the clean room's Python must share its magic number.)
+RIGGED_ADD = b"def add(a, b):\n    return a + b if (a, b) == (2, 3) else a - b\n"
+
+
+def _pyc(source: bytes) -> bytes:
+    import importlib._bootstrap_external as bootstrap  # noqa: PLC0415
+
+    code = compile(source, "calc.py", "exec")
+    return bytes(bootstrap._code_to_timestamp_pyc(code, 0, len(source)))  # type: ignore[attr-defined]
+
+
 # A pytest plugin that reports every test as passed (issue 14): loaded through package
 # metadata at the repository root, or through `pytest_plugins` in a test module.
 PASS_ALL_PLUGIN = (
@@ -921,6 +948,9 @@ PRIVATE_KEY = (
     + base64.b64encode(b"openssh-key-v1\0" + bytes(range(200)))
     + b"\n-----END OPENSSH PRIVATE KEY-----\n"
 )
+# The same key saved as UTF-16 (a Windows editor's "Unicode"): NUL bytes make it binary
+# to git, and no ASCII pattern matches its bytes.
+PRIVATE_KEY_UTF16 = PRIVATE_KEY.decode("ascii").encode("utf-16")
 TOKEN_FILE = b'GITHUB_TOKEN = "ghp_' + b"R8aZq2Lw0xVt5NcYb7HkPm3JdEs9UfGi1Qo4" + b'"\n'
 
 
@@ -1395,6 +1425,49 @@ CASES: tuple[Case, ...] = (
         ),
     ),
     _attack(
+        "test-xfailed-at-run-time-through-applymarker",
+        "the PR breaks the code and calls `request.applymarker(pytest.mark.xfail)` in its test",
+        F({HELD}),
+        with_inspect(
+            simple({b"calc.py": CALC_BROKEN, b"test_calc.py": APPLIED_XFAIL}),
+            wants_finding("tests-skipped"),
+        ),
+    ),
+    _attack(
+        "test-skipped-through-a-new-helper",
+        "the PR breaks the code and has its test call a new helper that calls pytest.skip()",
+        F({HELD}),
+        with_inspect(
+            simple({b"calc.py": CALC_BROKEN, b"test_calc.py": HELPER_SKIP}),
+            wants_finding("tests-skipped"),
+        ),
+    ),
+    _attack(
+        "session-ended-by-pytest-exit",
+        "the PR breaks the code and calls `pytest.exit(returncode=0)` before its assertion",
+        F({HELD}),
+        with_inspect(
+            simple({b"calc.py": CALC_BROKEN, b"test_calc.py": SESSION_EXIT}),
+            wants_finding("tests-skipped"),
+        ),
+    ),
+    _attack(
+        "bytecode-behind-a-symlink-named-pyc",
+        "the PR deletes calc.py and adds `calc.pyc` as a symlink to a data file holding the "
+        "bytecode of a rigged `add`",
+        F({HELD}),
+        with_inspect(
+            simple(
+                {
+                    b"calc.py": None,
+                    b"assets/calc.dat": _pyc(RIGGED_ADD),
+                    b"calc.pyc": Symlink(b"assets/calc.dat"),
+                }
+            ),
+            wants_finding("compiled-code-added"),
+        ),
+    ),
+    _attack(
         "pass-all-plugin-via-root-dist-info",
         "the PR breaks the code and adds a root *.dist-info whose pytest11 entry point loads "
         "a plugin reporting every test passed",
@@ -1413,6 +1486,23 @@ CASES: tuple[Case, ...] = (
                     b"calc.py": CALC_BROKEN,
                     b"passall_plugin.py": PASS_ALL_PLUGIN,
                     b"test_calc.py": b"pytest_plugins = ['passall_plugin']\n" + TEST_CALC,
+                }
+            ),
+            wants_finding("test-plugin-added"),
+        ),
+    ),
+    _attack(
+        "pass-all-plugin-via-globals-pytest-plugins",
+        "the PR breaks the code and loads a pass-all plugin with "
+        "`globals()['pytest_plugins'] = [...]` in a test module",
+        F({HELD}),
+        with_inspect(
+            simple(
+                {
+                    b"calc.py": CALC_BROKEN,
+                    b"passall_plugin.py": PASS_ALL_PLUGIN,
+                    b"test_calc.py": b"globals()['pytest_plugins'] = ['passall_plugin']\n"
+                    + TEST_CALC,
                 }
             ),
             wants_finding("test-plugin-added"),
@@ -1518,6 +1608,15 @@ CASES: tuple[Case, ...] = (
         _applies_elsewhere(),
     ),
     # policy
+    _attack(
+        "private-key-added-as-utf16",
+        "the PR adds an OpenSSH private key saved as UTF-16 (binary to git)",
+        F({BLOCKED}),
+        with_inspect(
+            simple({b"deploy/id_ed25519.txt": PRIVATE_KEY_UTF16}),
+            both(no_checks_ran, wants_finding("private-key")),
+        ),
+    ),
     _attack(
         "private-key-added",
         "the PR adds an OpenSSH private key",

@@ -131,6 +131,11 @@ def build_origin(root: Path, config: str) -> Origin:
     pulls[6] = write_commit(work, {"calc.py": "def add(a, b):\n    return a - b\n"}, "pr 6")
     git(work, "checkout", "-q", "main")
     main = write_commit(work, {"NOTES.md": "main moved on\n"}, "main moves")
+    # a pull request that changes nothing on top of a commit pushed straight to main
+    git(work, "checkout", "-q", "-b", "pr6", main)
+    git(work, "commit", "-q", "--allow-empty", "-m", "pr 6: an empty commit")
+    pulls[6] = git(work, "rev-parse", "HEAD")
+    git(work, "checkout", "-q", "main")
     # the merge queue's commit: main + PR 1
     git(work, "checkout", "-q", "-b", "queue", main)
     git(work, "merge", "-q", "--no-ff", "-m", "queue: pr 1", "pr1")
@@ -505,6 +510,29 @@ def test_pr_into_a_laxer_branch_does_not_vouch_for_a_release(
     ok, message = release_check(standin, origin, origin.pulls[6])
     assert not ok
     assert "trigger.base_ref is 'refs/heads/lax'; 'refs/heads/main' is required" in message
+
+
+def test_empty_pr_on_a_pushed_commit_does_not_vouch_for_a_release(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    """Attack on issue 15's re-proof rule: push a commit straight to main, then open a pull
+    request whose head is an empty commit on top of it. The PR is PROVEN with an empty
+    patch (base tree = proven tree = head tree) and trigger `pull_request`, so without a
+    check its head would pass release verification as if a policy had judged the pushed
+    change. It is a re-proof of the base and counts only with --accept-reproof."""
+    add_pull(standin, origin, 6)
+    result = run_action(
+        action_image, standin, origin, tmp_path, "pull_request", pr_event(origin, 6)
+    )
+    assert result.code == 0, result.stderr
+    predicate = predicate_of(result)
+    assert predicate["trigger"]["kind"] == "pull_request"  # type: ignore[index]
+    assert predicate["proven_tree"] == predicate["base"]["tree"]  # type: ignore[index]
+    ok, message = release_check(standin, origin, origin.pulls[6])
+    assert not ok, message
+    assert "patch is empty" in message
+    ok, message = release_check(standin, origin, origin.pulls[6], accept_reproof=True)
+    assert ok, message
 
 
 def review_event(origin: Origin, number: int, *, user: str, commit_id: str) -> dict[str, object]:

@@ -86,6 +86,7 @@ def signed_receipt(
     tree: str | None = None,
     builder: JsonDict | None = None,
     key: Ed25519PrivateKey | None = None,
+    base: JsonDict | None = None,
 ) -> bytes:
     """A receipt for `release`'s commit, signed by the trusted test key unless `key`."""
     p = sample.predicate(verdict=verdict)
@@ -105,6 +106,8 @@ def signed_receipt(
     }
     if builder is not None:
         p["builder"] = builder
+    if base is not None:
+        p["base"] = base
     statement = receipt.build_statement(
         p, patch_sha256=sample.PATCH_SHA256, head_commit=release.commit, proven_tree=tree
     )
@@ -218,6 +221,26 @@ def test_reproof_of_a_pushed_commit_does_not_vouch_for_a_release(
     assert ok, message
 
 
+@pytest.mark.parametrize("kind", ["pull_request", "merge_group"])
+def test_empty_change_onto_a_pushed_commit_does_not_vouch_for_a_release(
+    standin: GitHubStandIn, release: Release, kind: str
+) -> None:
+    """A commit pushed straight to main, then a pull request (or queue group) whose head
+    adds an empty commit on top: PROVEN, trigger `pull_request`, and its proven tree is
+    the base's own tree. No policy judged any change: it is a re-proof of the base."""
+    trigger: JsonDict = {"kind": kind, "base_ref": "refs/heads/main"}
+    base: JsonDict = {"commit": sample.OTHER_COMMIT, "tree": release.tree}
+    attach(standin, release.commit, signed_receipt(release, trigger=trigger, base=base))
+    ok, message = check(standin, release)
+    assert not ok
+    assert (
+        f"patch is empty: the proven tree {release.tree} is the base's own tree "
+        f"(base {sample.OTHER_COMMIT}); a re-proof counts only with --accept-reproof"
+    ) in message
+    ok, message = check(standin, release, accept_reproof=True)
+    assert ok, message
+
+
 # --- every refusal names the field and both values ------------------------------------
 
 
@@ -305,6 +328,44 @@ def test_configuration_absent_from_the_released_tree_is_refused(
         f"config.blob (ci/proofgate.yml) is '{release.config_blob}'; the released tree has "
         "no such file" in message
     )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ConfigBlob compares the blob at the receipt's own config.path; release "
+    "verification does not pin the path to the repository's configuration "
+    "(.github/proofgate.yml or the workflow's `config` input)",
+)
+def test_receipt_proven_under_another_config_file_in_the_tree_does_not_vouch(
+    standin: GitHubStandIn, tmp_path: Path
+) -> None:
+    """The released tree carries the real configuration and a laxer one (a second
+    workflow's quick checks, an example, a fixture). A receipt whose config is the lax
+    file, signed by the same key, names a blob that is in the released tree, at its own
+    path: it was not proven under the configuration releases are judged by."""
+    repo = make_repo(tmp_path, "two-configs")
+    oid = commit(
+        repo,
+        {b".github/proofgate.yml": CONFIG, b"ci/quick.yml": LAX_CONFIG, b"src/calc.py": b"x\n"},
+    )
+    c = repo[oid].peel(pygit2.Commit)
+    release = Release(
+        path=Path(repo.workdir),
+        commit=str(oid),
+        tree=str(c.tree.id),
+        config_blob=str(c.tree[".github/proofgate.yml"].id),
+    )
+    standin.set_commit_tree(VERIFY_REPO, release.commit, release.tree)
+    quick: JsonDict = {
+        "source": "base-tree",
+        "path": "ci/quick.yml",
+        "blob": str(c.tree["ci/quick.yml"].id),
+        "sha256": hashlib.sha256(LAX_CONFIG).hexdigest(),
+    }
+    attach(standin, release.commit, signed_receipt(release, config=quick))
+    ok, message = check(standin, release)
+    assert not ok, message
+    assert "config.path" in message
 
 
 def test_receipt_replayed_on_another_repository_fails_verify(
@@ -421,6 +482,27 @@ def test_cli_verify_github_needs_the_released_tree_locally(
     commit(elsewhere, {b"README": b"another project\n"})
     assert _cli_verify(release, repo=Path(elsewhere.workdir)) == 2
     assert f"cannot read the released commit's tree {release.tree}" in capsys.readouterr().err
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="file verify with --branch checks trigger and branch only: it neither reads the "
+    "released commit's tree (--repo) for the proven tree nor its configuration blob, which "
+    "SPEC §5 calls 'the same checks' as --github",
+)
+def test_file_verify_for_a_branch_refuses_a_receipt_for_a_moved_base(
+    release: Release, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pull request proven against a base that has since moved proved base tip + patch,
+    not its head's tree; under other rules, too. --github refuses it (see REFUSALS); the
+    file verify of the same receipt for the same release must as well."""
+    other = {"source": "base-tree", "path": ".github/proofgate.yml", "blob": OTHER_BLOB}
+    path = tmp_path / "receipt.json"
+    path.write_bytes(signed_receipt(release, tree="7" * 40, config=other))
+    argv = ["verify", str(path), "--key", str(ASSETS / "keys/trusted.pub")]
+    argv += ["--commit", release.commit, "--repository", VERIFY_REPO, "--branch", "main"]
+    argv += ["--require", "PROVEN", "--repo", str(release.path)]
+    assert cli.main(argv) == 1, capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -545,3 +545,25 @@ def test_apply_of_a_branch_receipt_including_a_committed_ignored_file(
     assert main(["prove", "--repo", str(path), *args]) == 0
     assert _apply(proven, path, receipt_path=out / "receipt.json") == 0
     assert (path / "kept.log").read_bytes() == b"committed anyway\n"
+
+
+@pytest.mark.docker
+def test_apply_writes_the_proven_bytes_whatever_the_users_whitespace_setting(
+    proven: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The user's global `apply.whitespace=fix` must not rewrite the proven patch on its way
+    into the working tree (it would leave a tree that is not the proven one behind)."""
+    repo = make_repo(tmp_path)
+    config = CONFIG.split(b"    test:")[0] + b"    test: \"grep -q ' $' ws.txt\"\n"
+    base = commit(repo, {b".github/proofgate.yml": config})
+    commit(repo, {b"ws.txt": b"trailing blanks   \n"}, branch="pr", parent=base)
+    checkout(repo)
+    path = repo_dir(repo)
+    out = tmp_path / "out"
+    args = ["--base", "main", "--head", "pr", "--key", str(proven["key"]), "--out", str(out)]
+    assert main(["prove", "--repo", str(path), *args]) == 0
+    gitconfig = tmp_path / "gitconfig"
+    gitconfig.write_bytes(b"[apply]\n\twhitespace = fix\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+    assert _apply(proven, path, receipt_path=out / "receipt.json") == 0
+    assert (path / "ws.txt").read_bytes() == b"trailing blanks   \n"

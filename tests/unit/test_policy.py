@@ -858,6 +858,12 @@ CASES: dict[str, Case] = {
     "pyc-is-not-binary-added": Case(
         (chg("pkg/mod.pyc", "A", binary=True, size=9),), "binary-added", False, H
     ),
+    "symlink-named-pyc-is-held": Case(
+        (chg("calc.pyc", "A", new_mode=0o120000, added=["assets/calc.dat"]),),
+        "compiled-code-added",
+        True,
+        H,
+    ),
     "compiled-code-deleted-is-fine": Case(
         (chg("pkg/mod.pyc", "D", binary=True),), "compiled-code-added", False, A
     ),

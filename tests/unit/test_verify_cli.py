@@ -76,6 +76,29 @@ def test_file_verify_refuses_a_reproof_unless_accepted(
     assert verify(r, "--branch", "main", "--accept-reproof") == 0
 
 
+def test_file_verify_refuses_an_empty_pull_request_for_a_branch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pull request whose proven tree is its base's own tree judged no change: on top of
+    a commit pushed straight to the branch it is a re-proof in disguise."""
+    p = sample.predicate()
+    p["base"] = {"commit": sample.BASE_COMMIT, "tree": sample.HEAD_TREE}
+    st = receipt.build_statement(
+        p,
+        patch_sha256=sample.PATCH_SHA256,
+        head_commit=sample.HEAD_COMMIT,
+        proven_tree=sample.HEAD_TREE,
+    )
+    r = tmp_path / "empty.json"
+    r.write_bytes(receipt.sign(receipt.serialize(st), TRUSTED))
+    assert verify(r) == 0  # no release check asked for
+    assert verify(r, "--branch", "main") == 1
+    assert f"patch is empty: the proven tree {sample.HEAD_TREE} is the base's own tree" in (
+        capsys.readouterr().err
+    )
+    assert verify(r, "--branch", "main", "--accept-reproof") == 0
+
+
 def test_file_verify_refuses_a_local_receipt_for_a_branch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
