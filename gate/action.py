@@ -384,6 +384,7 @@ def run_verify(inputs: ActionInputs, api: ChecksAPI) -> int:
             blob_at=trees.blob_at,
             branch=inputs.verify_branch,
             accept_reproof=inputs.accept_reproof,
+            config_path=inputs.config_path,
         )
     if envelope is None:
         print(f"::error title=proofgate verify::{escape_data(message)}")

@@ -182,6 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
         "commit's tree, not that a policy judged the change",
     )
     p.add_argument(
+        "--config-path",
+        default=".github/proofgate.yml",
+        metavar="PATH",
+        help="with --github: where the repository keeps its configuration; a receipt "
+        "proven under a file at another path does not count (default: %(default)s)",
+    )
+    p.add_argument(
         "--repo",
         type=Path,
         default=Path("."),
@@ -495,6 +502,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
                     blob_at=trees.blob_at,
                     branch=branch,
                     accept_reproof=args.accept_reproof,
+                    config_path=args.config_path,
                 )
             ok = found is not None
         except GitHubError as e:

@@ -31,6 +31,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from gate.config import DEFAULT_CONFIG_PATH
 from gate.errors import UsageError
 from gate.github.interface import ChecksAPI
 from gate.model import CommitId, TriggerKind, Verdict
@@ -110,6 +111,7 @@ def release_expectation(
     blob_at: Callable[[str], str | None],
     accept_reproof: bool,
     require: Verdict | None,
+    config_path: str = DEFAULT_CONFIG_PATH,
 ) -> Expectation:
     """Everything a receipt must say to vouch for `commit` as released from `branch`."""
     kinds = RELEASE_TRIGGERS | ({TriggerKind.COMMIT} if accept_reproof else set())
@@ -119,7 +121,7 @@ def release_expectation(
         Repository(repository),
         Branch(branch),
         TriggerIn(kinds),
-        ConfigBlob(blob_at=blob_at),
+        ConfigBlob(blob_at=blob_at, path=config_path),
     ]
     if not accept_reproof:
         parts.append(Changed())  # an empty change is a re-proof of its base in disguise
@@ -149,12 +151,15 @@ def find_valid_receipt(
     blob_at: BlobAt,
     branch: str | None = None,
     accept_reproof: bool = False,
+    config_path: str = DEFAULT_CONFIG_PATH,
 ) -> tuple[bytes | None, str]:
     """`proofgate verify --github OWNER/REPO --commit SHA --key PUB...` (SPEC §5): the first
     receipt on `commit`'s check runs that vouches for it as released (see the module
     docstring), and a one-line message; (None, every distinct refusal) otherwise.
 
     `branch` is a full `refs/heads/...` name; None means the repository's default branch.
+    `config_path` is where the repository keeps its configuration: a receipt proven under
+    a file at any other path does not count.
 
     Raises:
         GitHubError: the API cannot be read.
@@ -174,6 +179,7 @@ def find_valid_receipt(
         blob_at=lambda path: blob_at(tree, path),
         accept_reproof=accept_reproof,
         require=require,
+        config_path=config_path,
     )
     problems: list[str] = []
     for envelope in envelopes:

@@ -199,22 +199,31 @@ class Branch(_NoKeys):
 class ConfigBlob(_NoKeys):
     """The receipt's configuration is a base-tree blob equal to `blob`, or to what
     `blob_at(path)` says is at the receipt's configuration path in the released tree
-    (None: no such file there)."""
+    (None: no such file there). With `path`, that path must also be exactly `path`: a
+    laxer configuration file elsewhere in the same tree (a second workflow's quick
+    checks, an example) is not the configuration releases are judged by."""
 
-    __slots__ = ("_blob", "_blob_at")
+    __slots__ = ("_blob", "_blob_at", "_path")
 
     def __init__(
-        self, blob: str | None = None, *, blob_at: Callable[[str], str | None] | None = None
+        self,
+        blob: str | None = None,
+        *,
+        blob_at: Callable[[str], str | None] | None = None,
+        path: str | None = None,
     ) -> None:
         if (blob is None) == (blob_at is None):
             raise ValueError("ConfigBlob takes a blob or blob_at, exactly one")
         self._blob = blob
         self._blob_at = blob_at
+        self._path = path
 
     def check(self, receipt: VerifiedReceipt) -> None:
         config = receipt.predicate.config
         if config.source != "base-tree" or config.path is None:
             raise VerificationError("config.source", "base-tree", config.source)
+        if self._path is not None and config.path != self._path:
+            raise VerificationError("config.path", self._path, config.path)
         want = self._blob if self._blob_at is None else self._blob_at(config.path)
         field = f"config.blob ({config.path})"
         if want is None:

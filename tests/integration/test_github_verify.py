@@ -140,6 +140,7 @@ def check(
     repository: str = VERIFY_REPO,
     branch: str | None = None,
     accept_reproof: bool = False,
+    config_path: str = ".github/proofgate.yml",
 ) -> tuple[bool, str]:
     with LocalTrees(release.path) as trees:
         envelope, message = find_valid_receipt(
@@ -150,6 +151,7 @@ def check(
             blob_at=trees.blob_at,
             branch=branch,
             accept_reproof=accept_reproof,
+            config_path=config_path,
         )
     return envelope is not None, message
 
@@ -322,7 +324,7 @@ def test_configuration_absent_from_the_released_tree_is_refused(
 ) -> None:
     moved = {"source": "base-tree", "path": "ci/proofgate.yml", "blob": release.config_blob}
     attach(standin, release.commit, signed_receipt(release, config=moved))
-    ok, message = check(standin, release)
+    ok, message = check(standin, release, config_path="ci/proofgate.yml")
     assert not ok
     assert (
         f"config.blob (ci/proofgate.yml) is '{release.config_blob}'; the released tree has "
@@ -330,12 +332,6 @@ def test_configuration_absent_from_the_released_tree_is_refused(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ConfigBlob compares the blob at the receipt's own config.path; release "
-    "verification does not pin the path to the repository's configuration "
-    "(.github/proofgate.yml or the workflow's `config` input)",
-)
 def test_receipt_proven_under_another_config_file_in_the_tree_does_not_vouch(
     standin: GitHubStandIn, tmp_path: Path
 ) -> None:
