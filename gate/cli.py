@@ -185,8 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--config-path",
         default=".github/proofgate.yml",
         metavar="PATH",
-        help="with --github: where the repository keeps its configuration; a receipt "
-        "proven under a file at another path does not count (default: %(default)s)",
+        help="with --github, or --branch and --commit: where the repository keeps its "
+        "configuration; a receipt proven under a file at another path does not count "
+        "(default: %(default)s)",
     )
     p.add_argument(
         "--repo",
@@ -538,11 +539,26 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         changed=branch is not None and not args.accept_reproof,
         require=args.require,
     )
-    try:
-        verified = receipt.verify(envelope, expect)
-    except receipt.ReceiptError as e:
-        sys.stderr.write(f"proofgate: verify failed: {e}\n")
-        return EXIT_VERIFY_FAILED
+    from gate.github.receipts import LocalTrees
+
+    with LocalTrees(args.repo) as trees:
+        if branch is not None and args.commit:
+            # SPEC §5: the same checks as --github, from the local copy of the release:
+            # the proven tree is the released commit's own tree, the configuration blob
+            # is the one at the configuration path in that tree
+            released = trees.commit_tree(args.commit)
+            expect = receipt.AllOf(
+                expect,
+                receipt.Subject(tree=released),
+                receipt.ConfigBlob(
+                    blob_at=lambda path: trees.blob_at(released, path), path=args.config_path
+                ),
+            )
+        try:
+            verified = receipt.verify(envelope, expect)
+        except receipt.ReceiptError as e:
+            sys.stderr.write(f"proofgate: verify failed: {e}\n")
+            return EXIT_VERIFY_FAILED
     log.info("receipt verified: verdict %s", verified.verdict)
     builder = verified.predicate.builder
     if builder is not None:

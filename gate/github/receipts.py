@@ -87,6 +87,21 @@ class LocalTrees:
             ) from e
         return str(found[0]) if found is not None else None
 
+    def commit_tree(self, commit: str) -> str:
+        """The tree id of `commit` in the local repository.
+
+        Raises: UsageError when the repository or the commit is not there (exit 2)."""
+        import pygit2
+
+        try:
+            found = pygit2.Repository(str(self.path)).revparse_single(commit)
+            return str(found.peel(pygit2.Commit).tree_id)
+        except (KeyError, ValueError, pygit2.GitError) as e:
+            raise UsageError(
+                f"cannot read the released commit {commit} in {self.path}: run verify in a "
+                "checkout of the released commit, or pass --repo DIR"
+            ) from e
+
     def close(self) -> None:
         if self._repo is not None:
             self._repo.close()

@@ -480,12 +480,6 @@ def test_cli_verify_github_needs_the_released_tree_locally(
     assert f"cannot read the released commit's tree {release.tree}" in capsys.readouterr().err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="file verify with --branch checks trigger and branch only: it neither reads the "
-    "released commit's tree (--repo) for the proven tree nor its configuration blob, which "
-    "SPEC §5 calls 'the same checks' as --github",
-)
 def test_file_verify_for_a_branch_refuses_a_receipt_for_a_moved_base(
     release: Release, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
