@@ -21,8 +21,9 @@ metadata) and test command run in the same image on both paths: the peer runs th
 Per commit it prints both wall times and their ratio, the time proofgate spent outside
 the configured commands (wall time minus the commands' own durations from the receipt),
 and the peer's fixed cost (`docker run --rm IMAGE true` on a worktree of the same commit).
-A commit counts as a false failure when the peer's command exits 0 and proofgate's
-verdict is not PROVEN. The summary gives medians and p90s; `--record` writes it as JSON,
+A commit counts as a false failure when the peer's commands exit 0 and proofgate's
+verdict is FAILED or INCONCLUSIVE; HELD (a policy wants a person) is counted apart.
+The summary gives medians and p90s; `--record` writes it as JSON,
 from which `--table` renders the rows of docs/performance.md (tests/unit/
 test_performance_table.py checks that the page shows the recorded figures).
 """
@@ -177,7 +178,9 @@ def summarize(name: str, runs: list[CommitRun]) -> dict[str, object]:
     ratios = [r.ratio for r in runs]
     outside = [r.outside_s for r in runs]
     fixed = [r.native_fixed_s for r in runs]
-    false_failures = [r.commit for r in runs if r.native_exit == 0 and r.verdict != "PROVEN"]
+    false_failures = [
+        r.commit for r in runs if r.native_exit == 0 and r.verdict in ("FAILED", "INCONCLUSIVE")
+    ]
     return {
         "name": name,
         "commits": len(runs),
@@ -189,18 +192,20 @@ def summarize(name: str, runs: list[CommitRun]) -> dict[str, object]:
         "outside_p90_s": round(_p90(outside), 3),
         "native_fixed_median_s": round(statistics.median(fixed), 3),
         "false_failures": false_failures,
+        "held": [r.commit for r in runs if r.verdict == "HELD"],
         "native_failures": [r.commit for r in runs if r.native_exit != 0],
         "runs": [asdict(r) for r in runs],
     }
 
 
 def _row(r: dict[str, object]) -> str:
-    failures = r["false_failures"]
+    failures, held = r["false_failures"], r.get("held", [])
     assert isinstance(failures, list)  # noqa: S101 - our own record
+    assert isinstance(held, list)  # noqa: S101 - our own record
     return (
         f"| {r['name']} | {r['commits']} | {r['ratio_median']:.2f}x | {r['ratio_p90']:.2f}x "
         f"| {r['outside_median_s']:.2f} s ({r['outside_p90_s']:.2f} s) "
-        f"| {r['native_fixed_median_s']:.2f} s | {len(failures)} |"
+        f"| {r['native_fixed_median_s']:.2f} s | {len(failures)} | {len(held)} |"
     )
 
 
@@ -208,8 +213,8 @@ def table(records: list[dict[str, object]]) -> str:
     """The rows docs/performance.md shows, between its realworld markers."""
     lines = [
         "| project | commits | proofgate / peer, median | p90 | outside the commands, "
-        "median (p90) | peer's fixed cost, median | false failures |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "median (p90) | peer's fixed cost, median | false failures | held by policy |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     lines.extend(_row(r) for r in records)
     return "\n".join(lines)
