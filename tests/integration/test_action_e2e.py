@@ -103,7 +103,8 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Origin:
 
 
 def build_origin(root: Path, config: str) -> Origin:
-    """A bare origin whose main has `config` as .github/proofgate.yml, PRs 1-5, 6 into lax."""
+    """A bare origin whose main has `config` as .github/proofgate.yml, PRs 1-5, 6 into lax,
+    7 empty on top of main."""
     work = root / "work"
     work.mkdir(parents=True)
     git(work, "init", "-q", "-b", "main")
@@ -132,9 +133,9 @@ def build_origin(root: Path, config: str) -> Origin:
     git(work, "checkout", "-q", "main")
     main = write_commit(work, {"NOTES.md": "main moved on\n"}, "main moves")
     # a pull request that changes nothing on top of a commit pushed straight to main
-    git(work, "checkout", "-q", "-b", "pr6", main)
-    git(work, "commit", "-q", "--allow-empty", "-m", "pr 6: an empty commit")
-    pulls[6] = git(work, "rev-parse", "HEAD")
+    git(work, "checkout", "-q", "-b", "pr7", main)
+    git(work, "commit", "-q", "--allow-empty", "-m", "pr 7: an empty commit")
+    pulls[7] = git(work, "rev-parse", "HEAD")
     git(work, "checkout", "-q", "main")
     # the merge queue's commit: main + PR 1
     git(work, "checkout", "-q", "-b", "queue", main)
@@ -520,18 +521,18 @@ def test_empty_pr_on_a_pushed_commit_does_not_vouch_for_a_release(
     patch (base tree = proven tree = head tree) and trigger `pull_request`, so without a
     check its head would pass release verification as if a policy had judged the pushed
     change. It is a re-proof of the base and counts only with --accept-reproof."""
-    add_pull(standin, origin, 6)
+    add_pull(standin, origin, 7)
     result = run_action(
-        action_image, standin, origin, tmp_path, "pull_request", pr_event(origin, 6)
+        action_image, standin, origin, tmp_path, "pull_request", pr_event(origin, 7)
     )
     assert result.code == 0, result.stderr
     predicate = predicate_of(result)
     assert predicate["trigger"]["kind"] == "pull_request"  # type: ignore[index]
     assert predicate["proven_tree"] == predicate["base"]["tree"]  # type: ignore[index]
-    ok, message = release_check(standin, origin, origin.pulls[6])
+    ok, message = release_check(standin, origin, origin.pulls[7])
     assert not ok, message
     assert "patch is empty" in message
-    ok, message = release_check(standin, origin, origin.pulls[6], accept_reproof=True)
+    ok, message = release_check(standin, origin, origin.pulls[7], accept_reproof=True)
     assert ok, message
 
 
