@@ -26,7 +26,12 @@ from pathlib import Path
 from gate import differential
 from gate.differential import BASE, PROVING, TRUSTED, DifferentialReport, Run
 from gate.errors import RepoError
-from gate.git.interface import EvidenceSource, UnsafeTreeError
+from gate.git.interface import (
+    EvidenceSource,
+    UnsafeTreeError,
+    clean_room_archive,
+    clean_room_mtime,
+)
 from gate.journal import Journal, canonical_json
 from gate.junit import TestId, TestOutcome, parse_outcomes
 from gate.model import (
@@ -353,7 +358,7 @@ def start(
 
 
 def _tar(source: EvidenceSource, tree: TreeId) -> bytes:
-    return b"".join(source.archive(tree))
+    return b"".join(clean_room_archive(source, tree, clean_room_mtime()))
 
 
 def _plan(

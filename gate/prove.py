@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,7 +23,12 @@ from gate.config import DEFAULT_CONFIG_PATH, load_config
 from gate.differential import DifferentialReport, wants_a_person
 from gate.differential_runs import cache_dir
 from gate.errors import UsageError
-from gate.git.interface import EvidenceSource, UnsafeTreeError
+from gate.git.interface import (
+    EvidenceSource,
+    UnsafeTreeError,
+    clean_room_archive,
+    clean_room_mtime,
+)
 from gate.journal import Journal
 from gate.model import (
     Approval,
@@ -186,14 +190,12 @@ def _run_checks(
         journal.append("sandbox-unavailable", error=str(e))
         return _CleanRoom(sandbox_error=str(e))
     journal.append("image-resolved", name=image.name, id=image.id, digest=image.digest)
-    # SPEC §3.2: an unpredictable recent time on every entry, so that no committed pyc's
-    # header matches its source; umask 0, so a non-root user can write the tree.
-    mtime = int(time.time()) - secrets.randbelow(86_400)
+    mtime = clean_room_mtime()
     archive_lock = threading.Lock()  # the evidence source is not shared across threads
 
     def tree_tar() -> Iterator[bytes]:
         with archive_lock:
-            return evidence.archive(tree, mtime=mtime, umask=0)
+            return clean_room_archive(evidence, tree, mtime)
 
     done, failure = _run_concurrently(config.checks, sandbox, image, tree_tar, journal)
     results = tuple(done[i] for i in sorted(done))  # config order, whatever finished first

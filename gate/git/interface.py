@@ -8,13 +8,21 @@ merge conflict, hostile tree entries) are not exceptions: they come back as `Rea
 
 from __future__ import annotations
 
+import secrets
+import time
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from gate.errors import RepoError
 from gate.model import BlobId, CommitId, Evidence, TreeId
 
-__all__ = ["EvidenceSource", "RepoError", "UnsafeTreeError"]
+__all__ = [
+    "EvidenceSource",
+    "RepoError",
+    "UnsafeTreeError",
+    "clean_room_archive",
+    "clean_room_mtime",
+]
 
 
 class UnsafeTreeError(Exception):
@@ -66,3 +74,20 @@ class EvidenceSource(Protocol):
     def close(self) -> None:
         """Delete the private object store. Safe to call twice."""
         ...
+
+
+def clean_room_mtime() -> int:
+    """SPEC §3.2: an unpredictable recent time for every entry of a materialized tree, so
+    that no committed pyc's header matches its source."""
+    return int(time.time()) - secrets.randbelow(86_400)
+
+
+def clean_room_archive(source: EvidenceSource, tree: TreeId, mtime: int) -> Iterator[bytes]:
+    """`tree` as every clean-room run receives it (head, base, trusted and proving runs
+    alike): entries at `mtime` (from `clean_room_mtime`), umask 0 so that a non-root
+    check user can write into the tree.
+
+    Raises:
+        RepoError, UnsafeTreeError: as `EvidenceSource.archive`.
+    """
+    return source.archive(tree, mtime=mtime, umask=0)
