@@ -73,6 +73,9 @@ class Run:
     outcomes: Mapping[TestId, TestOutcome] | None
     problem: str | None = None  # why `outcomes` is None (or a non-fatal remark)
     cached: bool = False
+    witnessed: bool = False  # pytest ran under proofgate's witness (gate/witness.py)
+    tamper: tuple[tuple[str, str], ...] = ()  # the witness's findings (kind, detail)
+    conftests: tuple[tuple[str, str | None], ...] = ()  # what pytest loaded (path, blob)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,6 +95,7 @@ class DifferentialReport:
     survived: tuple[str, ...] = ()  # "base id -> head id (moved|renamed|reparametrized)"
     pre_existing: tuple[str, ...] = ()  # failing on base: recorded, not held against it
     findings: tuple[JsonDict, ...] = ()
+    tampered: tuple[str, ...] = ()  # "run: kind: detail", the witness's unwaived findings
     reasons: tuple[Reason, ...] = field(default=())
 
     def to_dict(self) -> JsonDict:
@@ -120,6 +124,8 @@ class DifferentialReport:
             digests[key] = {"count": len(items), "sha256": list_digest(items)}
         d["lists"] = digests
         d["findings"] = list(self.findings)
+        if self.tampered:
+            d["tampered"] = list(self.tampered[:MAX_LISTED])
         return d
 
 

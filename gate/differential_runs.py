@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from gate import differential
+from gate import differential, witness
 from gate.differential import BASE, PROVING, TRUSTED, DifferentialReport, Run
 from gate.errors import RepoError
 from gate.git.interface import (
@@ -42,6 +42,8 @@ from gate.model import (
     DifferentialMode,
     Evidence,
     ImageRef,
+    Reason,
+    ReasonCode,
     TreeId,
 )
 from gate.policy.paths import glob_match
@@ -52,7 +54,7 @@ __all__ = ["Pending", "cache_dir", "start"]
 log = logging.getLogger("gate")
 
 MAX_TEST_SOURCE_BYTES = 32 * 1024 * 1024  # test files read for rename detection
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: the witness (witnessed, tamper kinds)
 CONTINUE = "--continue-on-collection-errors"
 
 
@@ -66,7 +68,27 @@ def _selector(globs: tuple[str, ...]) -> Callable[[bytes], bool]:
     return lambda path: any(glob_match(g, path) for g in globs)
 
 
-def _outcomes_of(result: CheckResult, name: str) -> Run:
+def _outcomes_of(result: CheckResult, name: str, spec: CheckSpec | None = None) -> Run:
+    run = _outcomes_only(result, name)
+    if spec is None:
+        return run
+    seen = witness.assess(result, spec, None)
+    conftests = tuple(
+        (path, blob)
+        for p in result.phases
+        for c in p.commands
+        for s in c.witness
+        for path, blob in s.conftests
+    )
+    return dataclasses.replace(
+        run,
+        witnessed=seen.sessions > 0,
+        tamper=seen.findings,
+        conftests=conftests,
+    )
+
+
+def _outcomes_only(result: CheckResult, name: str) -> Run:
     if not result.started:
         return Run(name=name, outcomes=None, problem=f"container did not start: {result.error}")
     late = [
@@ -99,24 +121,35 @@ def _cache_key(spec: CheckSpec, base_tree: TreeId, image: ImageRef, config_diges
     return hashlib.sha256(canonical_json(material)).hexdigest()
 
 
-def _cache_read(path: Path) -> dict[TestId, TestOutcome] | None:
+def _cache_read(path: Path) -> Run | None:
     """A cached base run, or None when missing or malformed. A cache entry is as trusted as
     the machine it sits on, no more: whoever can write it can choose the base outcomes."""
     try:
         raw = json.loads(path.read_bytes())
+        if raw["v"] != CACHE_VERSION:
+            return None
         rows = raw["outcomes"]
-        return {TestId(classname=str(c), name=str(n)): TestOutcome(str(o)) for c, n, o in rows}
+        outcomes = {TestId(classname=str(c), name=str(n)): TestOutcome(str(o)) for c, n, o in rows}
+        kinds = tuple((str(k), "") for k in raw["witness"]["tamper"])
+        return Run(
+            name=BASE,
+            outcomes=outcomes,
+            cached=True,
+            witnessed=bool(raw["witness"]["witnessed"]),
+            tamper=kinds,
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def _cache_write(path: Path, outcomes: Mapping[TestId, TestOutcome]) -> None:
+def _cache_write(path: Path, outcomes: Mapping[TestId, TestOutcome], run: Run) -> None:
     rows = [[t.classname, t.name, o.value] for t, o in sorted(outcomes.items())]
+    seen = {"witnessed": run.witnessed, "tamper": sorted({k for k, _ in run.tamper})}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         with os.fdopen(fd, "wb") as f:
-            f.write(canonical_json({"v": CACHE_VERSION, "outcomes": rows}))
+            f.write(canonical_json({"v": CACHE_VERSION, "outcomes": rows, "witness": seen}))
         Path(tmp).replace(path)
     except OSError as e:
         log.warning("cannot write the base-run cache %s: %s", path, e)
@@ -145,6 +178,7 @@ class _Plan:
     head_cache: Path | None = None  # the proven tree's entry: a later base run of that tree
     # run -> the run of the very same tree whose outcomes it reuses (no second container)
     same_as: dict[str, str] = dataclasses.field(default_factory=dict)
+    trees: dict[str, TreeId] = dataclasses.field(default_factory=dict)  # run -> its tree
 
 
 def _execute(
@@ -174,9 +208,9 @@ def _execute(
         return Run(name=job.run, outcomes=None, problem="interrupted"), journal
     except SandboxError as e:
         return Run(name=job.run, outcomes=None, problem=f"the clean room failed: {e}"), journal
-    got = _outcomes_of(result, job.run)
+    got = _outcomes_of(result, job.run, job.check)
     if job.cache is not None and got.outcomes is not None and got.problem is None:
-        _cache_write(job.cache, got.outcomes)
+        _cache_write(job.cache, got.outcomes, got)
     return got, journal
 
 
@@ -267,17 +301,24 @@ class Pending:
         if head is None:
             head_run = Run(name="head", outcomes=None, problem="the head run did not run")
         else:
-            head_run = _outcomes_of(head, "head")
+            head_run = _outcomes_of(head, "head", spec)
             seen = head_run.outcomes
             if plan.head_cache is not None and seen and head_run.problem is None:
-                if all(o in (TestOutcome.PASS, TestOutcome.SKIP) for o in seen.values()):
+                clean = not head_run.tamper
+                if clean and all(o in (TestOutcome.PASS, TestOutcome.SKIP) for o in seen.values()):
                     # the outcomes of this very tree: what a base run of it would record
-                    _cache_write(plan.head_cache, seen)
+                    _cache_write(plan.head_cache, seen, head_run)
         runs["head"] = head_run
         for name, twin in plan.same_as.items():
             got = runs[twin]
             note = f"the {name} tree is the {twin} tree: the {twin} run's outcomes"
-            runs[name] = Run(name=name, outcomes=got.outcomes, problem=got.problem or note)
+            runs[name] = dataclasses.replace(got, name=name, problem=got.problem or note)
+        tampered = self._tampered(plan, runs, base)
+        if any(t.startswith(f"{TRUSTED}: ") for t in tampered):
+            # SPEC §3.2: what the witness contradicts is no outcome at all
+            runs[TRUSTED] = dataclasses.replace(
+                runs[TRUSTED], outcomes=None, problem="the witness contradicts its evidence"
+            )
         ev = self._ev
         changed = frozenset(p for e in ev.inventory for p in (e.path, e.old_path) if p is not None)
         is_test = plan.is_test
@@ -285,7 +326,7 @@ class Pending:
         wanted: Callable[[bytes], bool] = lambda p: p.endswith(b".py") and is_test(p)  # noqa: E731
         base_files = self._read(ev.base.tree, wanted)
         head_files = self._read(ev.head.tree, wanted)
-        return differential.compare(
+        report = differential.compare(
             check=spec.name,
             mode=spec.differential,
             head=head_run,
@@ -298,6 +339,57 @@ class Pending:
             head_files=head_files,
             no_proving_decision=rules.get(differential.NO_PROVING_TEST, Decision.ALLOW),
         )
+        if not tampered:
+            return report
+        reason = Reason(
+            code=ReasonCode.EVIDENCE_TAMPERED,
+            message="proofgate's witness inside pytest contradicts what was read back: "
+            + "; ".join(tampered[:5])
+            + (f" (and {len(tampered) - 5} more)" if len(tampered) > 5 else ""),
+            check=spec.name,
+        )
+        return dataclasses.replace(
+            report, tampered=tuple(tampered), reasons=(*report.reasons, reason)
+        )
+
+    def _tampered(self, plan: _Plan, runs: Mapping[str, Run], base: Run) -> list[str]:
+        """The witness's findings in the runs that judge (head, trusted), less the kinds
+        the base run shows too (the project's own harness), plus `witness-missing`."""
+        waived = frozenset(k for k, _ in base.tamper)
+        out: list[str] = []
+        trees = {"head": self._ev.proven_tree, **plan.trees}
+        for name in ("head", TRUSTED):
+            run = runs.get(name)
+            if run is None:
+                continue
+            found = [f for f in run.tamper if f[0] not in waived]
+            tree = trees.get(plan.same_as.get(name, name))
+            if tree is not None:
+                found.extend(
+                    f
+                    for path, blob in run.conftests
+                    for f in self._foreign_conftest(tree, path, blob)
+                    if f[0] not in waived
+                )
+            if base.witnessed and not run.witnessed and run.outcomes is not None:
+                found.append(
+                    (
+                        "witness-missing",
+                        "pytest ran under proofgate's witness on the base, not here",
+                    )
+                )
+            out.extend(f"{name}: {kind}: {detail}" for kind, detail in dict.fromkeys(found))
+        return out
+
+    def _foreign_conftest(self, tree: TreeId, path: str, blob: str | None) -> list[tuple[str, str]]:
+        def blob_of(rel: bytes) -> str | None:
+            got = self._read(tree, lambda p: p == rel)
+            data = got.get(rel)
+            if data is None:
+                return None
+            return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324
+
+        return witness.foreign_conftest(path, blob, blob_of)
 
     def _read(self, tree: TreeId, wanted: Callable[[bytes], bool]) -> dict[bytes, bytes]:
         try:
@@ -393,6 +485,7 @@ def _plan(
         if trees.get(PROVING) == ev.base.tree:
             plan.same_as[PROVING] = BASE
             del trees[PROVING]
+        plan.trees = dict(trees)
     except (RepoError, UnsafeTreeError) as e:
         plan.note = f"the differential's trees could not be built: {e}"
         return plan
@@ -402,7 +495,7 @@ def _plan(
         plan.head_cache = cache / f"{_cache_key(spec, ev.proven_tree, image, config_digest)}.json"
         hit = _cache_read(entry)
         if hit is not None:
-            plan.cached_base = Run(name=BASE, outcomes=hit, cached=True)
+            plan.cached_base = hit
             del trees[BASE]
     for name, tree in trees.items():
         try:

@@ -147,6 +147,8 @@ class ReasonCode(enum.StrEnum):
     REGRESSION = "regression"
     EXPECTATION_CHANGED = "expectation-changed"
     TESTS_LOST = "tests-lost"
+    # trusted evidence (8), SPEC §3.2: the witness in pytest contradicts what was read
+    EVIDENCE_TAMPERED = "evidence-tampered"
     # the run itself
     INTERRUPTED = "interrupted"
 
@@ -516,6 +518,27 @@ class ImageRef:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class WitnessSession:
+    """One pytest session as proofgate's witness plugin saw it (gate/sandbox/witness.py)."""
+
+    exitstatus: int
+    junit_path: str | None
+    junit_sha256: str | None
+    counts: dict[str, int]
+    conftests: tuple[tuple[str, str | None], ...]  # (absolute path, git blob id)
+    tampered: tuple[tuple[str, str], ...]  # (kind, detail)
+    xdist: bool
+
+    def to_dict(self) -> JsonDict:
+        return {
+            "exitstatus": self.exitstatus,
+            "junit": {"path": self.junit_path, "sha256": self.junit_sha256},
+            "counts": dict(self.counts),
+            "tampered": [{"kind": k, "detail": d} for k, d in self.tampered],
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CommandResult:
     argv: tuple[str, ...]
     exit_code: int | None  # None when the command never produced one (killed, daemon lost)
@@ -526,6 +549,8 @@ class CommandResult:
     log_bytes: int
     log_tail: str
     started_offset_s: float = 0.0  # seconds since the check's container started
+    witness: tuple[WitnessSession, ...] = ()  # test phase: the pytest sessions it ran
+    witness_problems: tuple[str, ...] = ()  # witness lines that were not the plugin's
 
     @property
     def ok(self) -> bool:

@@ -18,7 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gate import differential_runs, junitpath, policy, receipt, render
+from gate import differential_runs, junitpath, policy, receipt, render, witness
 from gate.config import DEFAULT_CONFIG_PATH, load_config
 from gate.differential import DifferentialReport, wants_a_person
 from gate.differential_runs import cache_dir
@@ -167,6 +167,28 @@ class _CleanRoom:
     image_error: str | None = None
     unsafe_tree: str | None = None
     interrupted: bool = False
+
+
+# What the witness finds in a check no differential judged: no base run to tell the
+# project's own harness from the change, so only what is never the harness's.
+_WITHOUT_BASE = frozenset({"exit-status", "report-rewritten", "witness-garbled"})
+
+
+def _unjudged_tampering(
+    config: Config | None, results: tuple[CheckResult, ...], diffs: tuple[DifferentialReport, ...]
+) -> tuple[tuple[str, str], ...]:
+    if config is None:
+        return ()
+    judged = {d.check for d in diffs if d.ran}
+    by_name = {r.name: r for r in results}
+    out: list[tuple[str, str]] = []
+    for spec in config.checks:
+        result = by_name.get(spec.name)
+        if result is None or spec.name in judged:
+            continue
+        seen = witness.assess(result, spec, None)
+        out.extend((spec.name, f"{k}: {d}") for k, d in seen.findings if k in _WITHOUT_BASE)
+    return tuple(out)
 
 
 def _run_checks(
@@ -423,6 +445,7 @@ def prove(
         interrupted=room.interrupted,
         forged_reports=forged,
         differentials=diffs,
+        tampered=_unjudged_tampering(config, room.results, diffs),
     )
     outcome = decide(run) if request.run_checks else preflight(run)
     journal.append(

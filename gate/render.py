@@ -183,11 +183,20 @@ def _reasons(p: Mapping[str, object]) -> str:
 
 
 def _trigger(p: Mapping[str, object]) -> str:
-    text = (
-        f"{_text(_get(p, 'trigger', 'kind'))} onto {_code(_get(p, 'trigger', 'base_ref'), 'none')}"
+    ref = _get(p, "trigger", "base_ref")
+    text = _text(_get(p, "trigger", "kind")) + (
+        f" onto {_code(ref)}" if ref is not None else " (no branch)"
     )
     pr = _get(p, "trigger", "pull_request")
     return text + (f", pull request #{_text(pr)}" if pr is not None else "")
+
+
+def _config_row(p: Mapping[str, object]) -> str:
+    blob, digest = _get(p, "config", "blob"), _get(p, "config", "sha256")
+    where = f"{_text(_get(p, 'config', 'source'))} {_code(_get(p, 'config', 'path'))}"
+    if isinstance(blob, str) and isinstance(digest, str) and blob == f"sha256:{digest}":
+        return f"{where} (sha256 {_code(digest)})"  # a file: its blob is its digest
+    return f"{where} blob {_code(blob)} (sha256 {_code(digest, 'unknown')})"
 
 
 def _proven(p: Mapping[str, object]) -> str:
@@ -203,12 +212,7 @@ def _proven(p: Mapping[str, object]) -> str:
             f"{_text(_get(p, 'patch', 'bytes'))} bytes, {_text(_get(p, 'patch', 'files'))} files",
         ],
         ["Trigger", _trigger(p)],
-        [
-            "Config",
-            f"{_text(_get(p, 'config', 'source'))} {_code(_get(p, 'config', 'path'))}"
-            f" blob {_code(_get(p, 'config', 'blob'))}"
-            f" (sha256 {_code(_get(p, 'config', 'sha256'), 'unknown')})",
-        ],
+        ["Config", _config_row(p)],
         ["Started / finished", f"{_text(_get(p, 'started_at'))} / {_text(_get(p, 'finished_at'))}"],
     ]
     if _get(p, "builder") is not None:
@@ -431,14 +435,29 @@ def _junit_line(c: object) -> str:
     return f"{tests:.0f} test{'s' if tests != 1 else ''}: " + ", ".join(parts)
 
 
-def _failed_checks(p: Mapping[str, object]) -> dict[str, str]:
-    """Check name -> the first reason's message, for every check a reason names."""
-    out: dict[str, str] = {}
+_STATES = {"FAILED": "**failed**", "HELD": "**held**", "INCONCLUSIVE": "**inconclusive**"}
+
+
+def _check_states(p: Mapping[str, object]) -> dict[str, str]:
+    """Check name -> what its worst reason makes of it (failed, held, inconclusive)."""
+    from gate.model import ReasonCode
+    from gate.verdict import verdict_for
+
+    order = ("INCONCLUSIVE", "FAILED", "HELD")
+    worst: dict[str, str] = {}
     for r in _list(_get(p, "reasons")):
         check = _get(r, "check")
-        if isinstance(check, str) and check not in out:
-            out[check] = _plain(_get(r, "message"))
-    return out
+        if not isinstance(check, str):
+            continue
+        try:
+            verdict = verdict_for(ReasonCode(_plain(_get(r, "code")))).value
+        except ValueError:
+            verdict = "FAILED"
+        if verdict not in order:
+            continue
+        if check not in worst or order.index(verdict) < order.index(worst[check]):
+            worst[check] = verdict
+    return {c: _STATES[v] for c, v in worst.items()}
 
 
 def _glance(p: Mapping[str, object]) -> str:
@@ -446,7 +465,7 @@ def _glance(p: Mapping[str, object]) -> str:
     checks = _list(_get(p, "checks"))
     if not checks:
         return ""
-    failed = _failed_checks(p)
+    states = _check_states(p)
     lines = ["## Checks at a glance", ""]
     for c in checks:
         name = _plain(_get(c, "name"))
@@ -455,7 +474,7 @@ def _glance(p: Mapping[str, object]) -> str:
             for ph in _list(_get(c, "phases"))
             for cmd in _list(_get(ph, "commands"))
         )
-        state = "**failed**" if name in failed else "passed"
+        state = states.get(name, "passed")
         if _get(c, "started") is False:
             state = "**did not start**"
         tests = _junit_line(c)
@@ -495,13 +514,40 @@ def title(predicate: Mapping[str, object], *, limit: int = 200) -> str:
     first = next((r for r in reasons if sets_verdict(r)), reasons[0])
     line = _plain(_get(first, "message"))
     check = _get(first, "check")
-    if isinstance(check, str):
+    short = _differential_title(_plain(_get(first, "code")), checks.get(_plain(check)))
+    if isinstance(check, str) and short:
+        line = f"check {check}: {short}"
+    elif isinstance(check, str):
         tests = _junit_line(checks.get(check))
         line = f"check {check}: {line}" + (f" ({tests})" if tests else "")
     others = len(reasons) - 1
     if others:
         line += f" (+{others} more reason{'s' if others != 1 else ''})"
     return _cut_title(f"{verdict}: {' '.join(line.split())}", limit)
+
+
+_DIFFERENTIAL_TITLES = {
+    "regression": ("regressions", "{n} base test(s) fail against the change: {first}"),
+    "expectation-changed": (
+        "expectation_changed",
+        "the change edits {n} base test(s) that now fail: {first} (a person confirms)",
+    ),
+    "tests-lost": ("lost", "{n} base test(s) skipped or missing in the change's run: {first}"),
+}
+
+
+def _differential_title(code: str, check: object) -> str:
+    """A short title for the differential's reasons: how many tests, and the first."""
+    if code not in _DIFFERENTIAL_TITLES:
+        return ""
+    key, text = _DIFFERENTIAL_TITLES[code]
+    items = _list(_get(check, "tests", key))
+    total = _num(_get(check, "tests", "lists", key, "count"))
+    if not items:
+        return ""
+    n = int(total) if total is not None else len(items)
+    first = _plain(items[0]) + (", …" if n > 1 else "")
+    return text.format(n=n, first=first)
 
 
 def inline_code(obj: object) -> str:
@@ -565,11 +611,13 @@ def _tests(p: Mapping[str, object]) -> str:
         runs = _get(t, "runs")
         count = _get(runs, "base", "pass"), _get(runs, "trusted", "pass")
         proving = len(_list(_get(t, "proving")))
-        basis = "fail without it" if _get(t, "proving_basis") == "fail-to-pass" else "are new"
+        if _get(t, "proving_basis") == "fail-to-pass":
+            proves = f"{proving} test(s) fail without the change and pass with it"
+        else:
+            proves = f"{proving} new test(s) pass"
         lines.append(
-            f"- {name}: {_text(count[0], '0')} passed on base, {_text(count[1], '0')} pass "
-            f"against the change with the base's tests, {proving} test(s) that {basis} "
-            "prove it."
+            f"- {name}: {_text(count[0], '0')} passed on the base; "
+            f"{_text(count[1], '0')} of the base's tests pass against the change; {proves}."
         )
         rows = [
             [_text(run)]

@@ -50,6 +50,8 @@ class RunEvidence:
     unsafe_tree: str | None = None
     interrupted: bool = False
     forged_reports: tuple[str, ...] = ()  # junit paths the patch itself supplies
+    # check -> the witness's findings in checks no differential judged (gate/witness.py)
+    tampered: tuple[tuple[str, str], ...] = ()
     differentials: tuple[DifferentialReport, ...] = ()  # SPEC §3.1, one per check with junit
 
 
@@ -74,6 +76,7 @@ def verdict_for(code: ReasonCode) -> Verdict:
             | ReasonCode.CHECK_OOM_KILLED
             | ReasonCode.JUNIT_FAILURES
             | ReasonCode.REGRESSION
+            | ReasonCode.EVIDENCE_TAMPERED
         ):
             return Verdict.FAILED
         case ReasonCode.EXPECTATION_CHANGED | ReasonCode.TESTS_LOST:
@@ -361,6 +364,15 @@ def decide(run: RunEvidence) -> Outcome:
         for report in run.differentials:  # (9): the base's tests judge the change
             # a person confirmed the changed expectations / lost tests of this very patch
             reasons.extend(r for r in report.reasons if not (approved and r.code in HELD_CODES))
+        for check, finding in run.tampered:
+            reasons.append(
+                Reason(
+                    code=ReasonCode.EVIDENCE_TAMPERED,
+                    message="proofgate's witness inside pytest contradicts what was read "
+                    f"back: {finding}",
+                    check=check,
+                )
+            )
         for path in run.forged_reports:
             reasons.append(
                 Reason(

@@ -44,19 +44,21 @@ from collections.abc import Callable, Iterator, Mapping
 import docker.types
 from docker import APIClient
 
-from gate import junitpath
+from gate import differential, junitpath, tarprotect
 from gate.journal import Journal
 from gate.model import (
     CheckResult,
     CheckSpec,
     Command,
     CommandResult,
+    DifferentialMode,
     ImageRef,
     Phase,
     PhaseResult,
     Sha256,
 )
-from gate.sandbox import envcache
+from gate.policy.paths import glob_match
+from gate.sandbox import envcache, witness
 from gate.sandbox.copy_in import WORKSPACE, close_iterator, copy_tree
 from gate.sandbox.egress import EgressBroker, EgressStartError
 from gate.sandbox.errors import DockerRefused, daemon_gone, docker_errors, is_transport_error
@@ -104,6 +106,8 @@ class CheckRun:
         self.cid: str | None = None
         self.holder: str | None = None  # holds the volume mounted; nothing of the check
         self.volume: str | None = None
+        self.witness_volume: str | None = None  # the witness plugin, read-only to the check
+        self.env: dict[str, str] = {}  # the image's environment with the check's over it
         self.temp_image: str | None = None  # the commit after build, removed at the end
         self.test_image = self.start_image  # what test containers start from
         self.writable = False  # the current container's root filesystem
@@ -185,8 +189,13 @@ class CheckRun:
             self.user = limits.user or str(config.get("User") or "")
             image_env = dict(str(e).partition("=")[::2] for e in config.get("Env") or [])
             opened = _non_root(self.user)
-            # 0777 for a non-root user; no sticky bit, so it may remove root's entries
-            options = f"nosuid,nodev,size={limits.memory},mode={'0777' if opened else '0755'}"
+            self.env = {**image_env, **dict(limits.env)}
+            # 0777 for a non-root user; no sticky bit, so it may remove root's entries. A
+            # check with a differential: sticky and not the check's (gate/tarprotect.py).
+            mode = "0777" if opened else "0755"
+            if _protects(self.spec):
+                mode = f"1777,uid={tarprotect.PROTECTED_UID},gid={tarprotect.PROTECTED_UID}"
+            options = f"nosuid,nodev,size={limits.memory},mode={mode}"
             with docker_errors("create the check's workspace volume"):
                 created = self.api.create_volume(
                     driver="local",
@@ -195,6 +204,21 @@ class CheckRun:
                 )
             self.volume = str(created["Name"])
             self.journal.append("volume-created", check=self.spec.name, volume=self.volume[:12])
+            uid = tarprotect.PROTECTED_UID
+            with docker_errors("create the check's witness volume"):
+                created = self.api.create_volume(
+                    driver="local",
+                    driver_opts={
+                        "type": "tmpfs",
+                        "device": "tmpfs",
+                        "o": f"nosuid,nodev,noexec,size=1m,mode=0555,uid={uid},gid={uid}",
+                    },
+                    labels=dict(LABELS),
+                )
+            self.witness_volume = str(created["Name"])
+            self.journal.append(
+                "volume-created", check=self.spec.name, volume=self.witness_volume[:12]
+            )
             env_home = dict(limits.env).get("HOME") or image_env.get("HOME")
             if first is Phase.TEST:
                 # unknown for a non-root user without HOME: no tmpfs there, read-only
@@ -204,6 +228,15 @@ class CheckRun:
                 self.home = env_home or self._passwd_home(self.container_id, opened)
             self._start()
             check_stop(self.stop)
+            with docker_errors("copy the witness into the container"):
+                self.api.put_archive(self.container_id, witness.MOUNT, witness.plugin_tar())
+            if _protects(self.spec):
+                chosen = _trusted_selector(self.spec)
+                source = tree_tar
+
+                def tree_tar() -> Iterator[bytes]:
+                    return tarprotect.protect(source(), chosen)
+
             copy_tree(self.api, self.container_id, tree_tar, self.journal, check=self.spec.name)
         except (DockerRefused, EgressStartError) as e:
             return str(e)
@@ -254,6 +287,9 @@ class CheckRun:
             tmpfs=tmpfs or None,
             mounts=[
                 docker.types.Mount(WORKSPACE, self.volume, type="volume", no_copy=True),
+                docker.types.Mount(
+                    witness.MOUNT, self.witness_volume or "", type="volume", no_copy=True
+                ),
             ],
         )
         with docker_errors(f"create a container from {self.image.name}"):
@@ -398,6 +434,8 @@ class CheckRun:
             steps.append(("image", self._remove_temp_image))
         if self.volume is not None:
             steps.append(("volume", self._remove_volume))
+        if self.witness_volume is not None:
+            steps.append(("volume", self._remove_witness_volume))
         for what, step in steps:
             try:
                 step()
@@ -434,8 +472,15 @@ class CheckRun:
                 raise
         self.journal.append("image-removed", check=self.spec.name, image=image)
 
+    def _remove_witness_volume(self) -> None:
+        volume, self.witness_volume = self.witness_volume, None
+        self._remove_named_volume(volume)
+
     def _remove_volume(self) -> None:
-        volume = self.volume
+        volume, self.volume = self.volume, None
+        self._remove_named_volume(volume)
+
+    def _remove_named_volume(self, volume: str | None) -> None:
         if volume is None:
             return
         deadline = time.monotonic() + _GONE_S
@@ -451,7 +496,6 @@ class CheckRun:
                 if e.status != 409 or time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
-        self.volume = None
         self.journal.append("volume-removed", check=self.spec.name, volume=volume[:12])
 
     # --- commands -------------------------------------------------------------------
@@ -489,7 +533,7 @@ class CheckRun:
         started = time.monotonic()
         wall_started = time.time()
         offset = started - self.t_started
-        sink = LogSink(self.tail)
+        sink = LogSink(self.tail, scanner=witness.Scanner() if phase is Phase.TEST else None)
         self.journal.append("command-started", check=self.spec.name, phase=phase, argv=argv)
         exit_code: int | None = None
         timed_out = False
@@ -498,6 +542,7 @@ class CheckRun:
         environment = [f"PYTHONPYCACHEPREFIX={self.pycache}"]
         if phase is Phase.TEST:
             environment.append("PYTHONNOUSERSITE=1")
+            environment.extend(witness.test_environment(self.env))
         if phase is Phase.SETUP and self.networked and self.egress is not None:
             environment.extend(self.egress.env)  # this command only: not in the commit
         if deadline - started <= 0:
@@ -573,6 +618,8 @@ class CheckRun:
             log_bytes=sink.size,
             log_tail=sink.tail_text(),
             started_offset_s=offset,
+            witness=tuple(sink.scanner.sessions) if sink.scanner else (),
+            witness_problems=tuple(sink.scanner.problems) if sink.scanner else (),
         )
         self.journal.append(
             "command-finished",
@@ -651,6 +698,16 @@ class CheckRun:
             return None
         assert self.holder is not None  # noqa: S101 - started with the test phase
         return read_report(self.api, self.holder, path, self.journal, check=self.spec.name)
+
+
+def _protects(spec: CheckSpec) -> bool:
+    """Whether the check's runs get the trusted files protected (gate/tarprotect.py)."""
+    return spec.junit is not None and spec.differential is not DifferentialMode.OFF
+
+
+def _trusted_selector(spec: CheckSpec) -> Callable[[bytes], bool]:
+    globs = (*(spec.tests or differential.DEFAULT_TESTS), *differential.HARNESS)
+    return lambda path: any(glob_match(g, path) for g in globs)
 
 
 def _non_root(user: str) -> bool:

@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from gate.sandbox.witness import Scanner
+
 
 @dataclass
 class LogSink:
@@ -18,6 +20,7 @@ class LogSink:
     size: int = 0
     tail: bytearray = field(default_factory=bytearray)
     error: BaseException | None = None
+    scanner: Scanner | None = None  # test commands: the witness lines in the output
 
     def consume(self, stream: Iterator[bytes]) -> None:
         try:
@@ -25,6 +28,8 @@ class LogSink:
                 if not chunk:
                     continue
                 self.sha256.update(chunk)
+                if self.scanner is not None:
+                    self.scanner.feed(chunk)
                 self.size += len(chunk)
                 self.tail += chunk
                 if len(self.tail) > 2 * self.tail_limit + 65536:

@@ -223,3 +223,138 @@ EVIDENCE_CASES: tuple[Case, ...] = (
         _committed_bytecode(unchecked=True),
     ),
 )
+
+
+# --- the code under test, inside pytest's own process (the witness, SPEC §3.2) --------
+
+_JUNIT_CFG = config(f"  - {{name: unit, test: [{_PYTEST_JUNIT}], junit: reports/junit.xml}}\n")
+# exit 0 whatever pytest counted: at interpreter exit, after pytest returned its status
+ATEXIT_EXIT_ZERO = """import atexit, os
+atexit.register(lambda: os._exit(0))
+"""
+# the real report replaced by a passing one once pytest wrote it, then exit 0
+ATEXIT_REWRITE = f"""import atexit, os
+def _forge():
+    os.makedirs("reports", exist_ok=True)
+    open("reports/junit.xml", "w").write({_FAKE!r})
+    os._exit(0)
+atexit.register(_forge)
+"""
+# pytest's report factory replaced when the module is imported (collection time)
+PATCH_REPORTS = """import _pytest.reports as r
+_orig = r.TestReport.from_item_and_call.__func__
+def _green(cls, item, call):
+    rep = _orig(cls, item, call)
+    rep.outcome, rep.longrepr = "passed", None
+    return rep
+r.TestReport.from_item_and_call = classmethod(_green)
+"""
+# a plugin that turns every report green, registered with the running pytest
+REGISTER_PLUGIN = """import gc, pytest
+class _Green:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        out = yield
+        rep = out.get_result()
+        rep.outcome, rep.longrepr = "passed", None
+for _o in gc.get_objects():
+    if type(_o).__name__ == "PytestPluginManager":
+        _o.register(_Green(), "green")
+        break
+"""
+# a process left behind that rewrites the report the moment pytest has exited
+WATCH_AND_REWRITE = f"""import os, time
+_pytest_pid = os.getpid()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        while True:
+            try:
+                os.kill(_pytest_pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.0005)
+        os.makedirs("reports", exist_ok=True)
+        open("reports/junit.xml", "w").write({_FAKE!r})
+        os._exit(0)
+    os._exit(0)
+"""
+TEST_IMPORT_ONLY = b"import calc\n\n\ndef test_imports():\n    assert calc.add\n"
+TEST_ADD_LATER = b"from calc import add\n\n\ndef test_add_later():\n    assert add(2, 3) == 5\n"
+# rewrites a test module pytest has not read yet (collected after this import)
+REWRITE_LATER_TEST = """open("test_b_add.py", "w").write("def test_add_later():\\n    pass\\n")
+"""
+# a conftest that turns reports green, written where pytest collects next
+PLANT_CONFTEST = """import os
+os.makedirs("zz", exist_ok=True)
+open("zz/conftest.py", "w").write(
+    "import pytest\\n"
+    "@pytest.hookimpl(hookwrapper=True)\\n"
+    "def pytest_runtest_makereport(item, call):\\n"
+    "    out = yield\\n"
+    "    rep = out.get_result()\\n"
+    "    rep.outcome, rep.longrepr = 'passed', None\\n"
+)
+"""
+
+
+def _in_process(plant: str, cfg: bytes, **extra: bytes) -> Callable[[Workspace], Built]:
+    base = base_tree(**{".github/proofgate.yml": cfg, **extra})
+    return simple({b"calc.py": _sabotage(plant)}, base)  # type: ignore[arg-type]
+
+
+def _later_files() -> dict[str, bytes]:
+    # the first module to import calc checks nothing about add; a later one does
+    return {
+        "test_calc.py": TEST_IMPORT_ONLY,
+        "test_a_import.py": TEST_IMPORT_ONLY,
+        "test_b_add.py": TEST_ADD_LATER,
+    }
+
+
+WITNESS_CASES: tuple[Case, ...] = (
+    _attack(
+        "atexit-forces-exit-zero",
+        "the code under test exits 0 from an atexit hook, after pytest counted failures",
+        F({FAILED}),
+        with_inspect(_in_process(ATEXIT_EXIT_ZERO, config()), wants_reason("evidence-tampered")),
+    ),
+    _attack(
+        "atexit-rewrites-the-report",
+        "an atexit hook in the code under test replaces the report pytest wrote, exits 0",
+        F({FAILED}),
+        with_inspect(_in_process(ATEXIT_REWRITE, _JUNIT_CFG), wants_reason("evidence-tampered")),
+    ),
+    _attack(
+        "import-patches-pytest-reports",
+        "the code under test patches pytest's report factory when it is imported",
+        F({FAILED}),
+        _in_process(PATCH_REPORTS, _JUNIT_CFG),
+    ),
+    _attack(
+        "import-registers-a-plugin",
+        "the code under test registers a report-rewriting plugin with the running pytest",
+        F({FAILED}),
+        _in_process(REGISTER_PLUGIN, _JUNIT_CFG),
+    ),
+    _attack(
+        "left-behind-process-rewrites-at-exit",
+        "a process left behind rewrites the report the instant pytest exits",
+        F({FAILED, INCONCLUSIVE}),
+        _in_process(WATCH_AND_REWRITE, _JUNIT_CFG),
+    ),
+    _attack(
+        "import-rewrites-a-later-test-file",
+        "the code under test rewrites a base test module pytest has not collected yet",
+        F({FAILED}),
+        _in_process(REWRITE_LATER_TEST, _JUNIT_CFG, **_later_files()),
+    ),
+    _attack(
+        "import-plants-a-conftest",
+        "the code under test writes a report-rewriting conftest.py where pytest goes next",
+        F({FAILED}),
+        _in_process(
+            PLANT_CONFTEST, _JUNIT_CFG, **_later_files(), **{"zz/test_add.py": TEST_ADD_LATER}
+        ),
+    ),
+)

@@ -191,7 +191,7 @@ def test_new_feature_with_new_tests_is_proven(tmp_path: Path) -> None:
     assert block["runs"]["trusted"]["pass"] == 2  # type: ignore[index]
     assert block["proving"] == ["tests.test_mul::test_mul"]
     md = (tmp_path / "out" / "receipt.md").read_text()
-    assert "2 passed on base, 2 pass against the change with the base's tests, 1 test(s)" in md
+    assert "2 passed on the base; 2 of the base's tests pass against the change; 1 new" in md
 
 
 def test_the_markdown_shows_the_differential_ahead_of_the_logs(tmp_path: Path) -> None:
@@ -287,7 +287,7 @@ def test_a_second_proof_reuses_the_cached_base_run(tmp_path: Path) -> None:
     # the base tree's entry, and the proven tree's (for when it is a base in turn)
     entries = [json.loads(e.read_bytes()) for e in differential_runs.cache_dir().glob("*.json")]
     assert len(entries) == 2
-    assert all(set(e) == {"v", "outcomes"} for e in entries)  # per-test outcomes only
+    assert all(set(e) == {"v", "outcomes", "witness"} for e in entries)  # outcomes, witness
     assert sorted(len(e["outcomes"]) for e in entries) == [2, 3]
 
 

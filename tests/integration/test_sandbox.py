@@ -22,7 +22,7 @@ import pytest
 
 from gate.git.interface import UnsafeTreeError
 from gate.journal import Journal
-from gate.model import CheckResult, CheckSpec, Command, ImageRef, Limits, Phase
+from gate.model import CheckResult, CheckSpec, Command, DifferentialMode, ImageRef, Limits, Phase
 from gate.sandbox import envcache
 from gate.sandbox.docker import DockerSandbox
 from gate.sandbox.interface import ImageError, SandboxError
@@ -148,7 +148,8 @@ def test_exit_codes_recorded_and_failure_stops_the_check(
     assert [c.exit_code for c in result.phases[1].commands] == [3]
     assert not result.phases[1].ok
     kinds = [e["kind"] for e in journal.events()]
-    assert kinds[:3] == ["volume-created", "container-created", "tree-copied"]
+    # the workspace, then the witness (gate/sandbox/witness.py)
+    assert kinds[:4] == ["volume-created", "volume-created", "container-created", "tree-copied"]
     assert kinds[-1] == "volume-removed"
     assert kinds.count("command-finished") == 3
 
@@ -321,7 +322,8 @@ def test_host_environment_does_not_leak(
     )
     assert result.phases[-1].ok, last(result)[1]
     names = set(last(result)[1].split())
-    ours = {"PYTHONPYCACHEPREFIX", "PYTHONNOUSERSITE"}  # SPEC §3.2, set by proofgate
+    # SPEC §3.2, set by proofgate (the last two load the witness into pytest)
+    ours = {"PYTHONPYCACHEPREFIX", "PYTHONNOUSERSITE", "PYTEST_ADDOPTS", "PYTHONPATH"}
     assert names <= {"GREETING", "HOME", "HOSTNAME", "PATH", "PWD", "LANG", "SHLVL", "_"} | ours
 
 
@@ -955,3 +957,66 @@ def test_the_cache_is_bounded(
     left = {e.image for e in envcache.entries(docker_client.api)}
     assert len(left) == total - 1
     assert len(made & left) == 1 or removed[0].image not in made
+
+
+# --- the witness and the protected test files (SPEC §3.2, docs/security.md) ------------
+
+_TEST_CALC = b"from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+WITNESSED_TREE = make_tree(
+    {
+        "calc.py": b"def add(a, b):\n    return a + b\n",
+        "tests/test_calc.py": _TEST_CALC,
+        "tests/conftest.py": b"",
+    }
+)
+_PYTEST = "python3 -m pytest -q -p no:cacheprovider --junitxml=reports/junit.xml tests"
+
+
+def test_pytest_runs_under_the_witness_and_its_line_matches_the_report(
+    sandbox: DockerSandbox, image: ImageRef
+) -> None:
+    check = dataclasses.replace(
+        spec(test=[_PYTEST], junit="reports/junit.xml"), differential=DifferentialMode.TRUSTED
+    )
+    result, _ = run(sandbox, image, check, WITNESSED_TREE)
+    command = result.phases[-1].commands[-1]
+    assert command.ok, command.log_tail
+    [session] = command.witness
+    assert session.exitstatus == 0
+    assert session.counts["passed"] == 1
+    assert result.junit_report is not None
+    assert session.junit_path == "/workspace/reports/junit.xml"
+    assert session.junit_sha256 == hashlib.sha256(result.junit_report).hexdigest()
+    assert [p for p, _ in session.conftests] == ["/workspace/tests/conftest.py"]
+    assert session.tampered == ()
+
+
+def test_a_check_cannot_change_the_witness_or_a_protected_test_file(
+    sandbox: DockerSandbox, image: ImageRef
+) -> None:
+    check = dataclasses.replace(
+        spec(
+            build=["echo built > built.txt"],
+            test=[
+                # the witness: readable, not writable, not replaceable
+                "test -r /opt/proofgate/proofgate_witness.py",
+                "! sh -c 'echo x >> /opt/proofgate/proofgate_witness.py' 2>/dev/null",
+                "! rm -f /opt/proofgate/proofgate_witness.py 2>/dev/null",
+                "! touch /opt/proofgate/other.py 2>/dev/null",
+                # a trusted test file: not writable, removable, renamable or chmod-able
+                "! sh -c 'echo x >> tests/test_calc.py' 2>/dev/null",
+                "! rm -f tests/test_calc.py 2>/dev/null",
+                "! mv tests/test_calc.py tests/moved.py 2>/dev/null",
+                "! chmod 666 tests/test_calc.py 2>/dev/null",
+                # but the check adds files anywhere and changes the code under test
+                "echo new > tests/new.txt && echo '# edited' >> calc.py && test -f built.txt",
+                'test "$(sha256sum tests/test_calc.py | cut -c1-64)" = '
+                + hashlib.sha256(_TEST_CALC).hexdigest(),
+            ],
+            junit="reports/junit.xml",
+        ),
+        differential=DifferentialMode.TRUSTED,
+    )
+    result, _ = run(sandbox, image, check, WITNESSED_TREE)
+    failed = [c for p in result.phases for c in p.commands if not c.ok]
+    assert not failed, [(c.argv, c.log_tail) for c in failed]

@@ -229,6 +229,30 @@ def test_title_of_a_proven_run_counts_checks_and_tests() -> None:
     assert len(title({"verdict": "FAILED", "reasons": [{"message": "x" * 500}]})) == 200
 
 
+def test_a_held_differential_reads_short_and_the_check_is_held_not_failed() -> None:
+    p = sample.predicate(verdict=Verdict.HELD)
+    p["reasons"] = [  # type: ignore[index]
+        {
+            "code": "expectation-changed",
+            "check": "unit",
+            "message": "1 test(s) that pass on the base fail against the change, and the "
+            "change edits their files: a person confirms the old expectation is wrong: "
+            "tests.test_calc::test_add",
+        }
+    ]
+    p["checks"][0]["tests"] = {  # type: ignore[index]
+        "ran": True,
+        "expectation_changed": ["tests.test_calc::test_add", "tests.test_calc::test_sub"],
+        "lists": {"expectation_changed": {"count": 2}},
+    }
+    assert title(p) == (
+        "HELD: check unit: the change edits 2 base test(s) that now fail: "
+        "tests.test_calc::test_add, … (a person confirms)"
+    )
+    glance = to_markdown(p).split("## Checks at a glance\n\n", 1)[1]
+    assert glance.startswith("- `unit`: **held**")
+
+
 def held_by(paths: list[str], message: str) -> JsonDict:
     p = sample.predicate(verdict=Verdict.HELD)
     p["policy"]["findings"] = [  # type: ignore[index]

@@ -1,0 +1,141 @@
+"""The witness, proofgate's side (SPEC §3.2; the plugin is `witness_plugin.py`).
+
+Every check gets a small tmpfs volume at `/opt/proofgate` that holds the plugin. The
+daemon writes it before anything of the check runs, owned by `PROTECTED_UID` (no user
+of the check), files 0444 and the directory 0555: the check (root without capabilities,
+or any other user) can read it and import it, never change, rename or replace it. Test
+commands get `PYTEST_ADDOPTS=-p proofgate_witness` and the directory first on
+`PYTHONPATH`, so every pytest session of the test phase loads it before the tree's
+code; its line in the command's output (read through the daemon, like the rest of the
+log) is parsed here into `Session`s.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from dataclasses import dataclass, field
+from importlib import resources
+
+from gate.model import WitnessSession
+from gate.tarprotect import PROTECTED_UID
+
+__all__ = [
+    "MOUNT",
+    "PROTECTED_UID",
+    "Scanner",
+    "parse_session",
+    "plugin_tar",
+    "test_environment",
+]
+
+MOUNT = "/opt/proofgate"
+MODULE = "proofgate_witness"
+MARKER = b"##[proofgate-witness] "
+_PATTERN = b"\n" + MARKER  # the plugin starts its line with a newline
+MAX_SESSIONS = 16
+MAX_LINE = 1 << 20
+
+
+def parse_session(raw: bytes) -> WitnessSession | None:
+    """One witness line's JSON, or None when it is not one."""
+    try:
+        d = json.loads(raw)
+        junit = d.get("junit") or {}
+        return WitnessSession(
+            exitstatus=int(d["exitstatus"]),
+            junit_path=str(junit["path"]) if junit.get("path") else None,
+            junit_sha256=str(junit["sha256"]) if junit.get("sha256") else None,
+            counts={str(k): int(v) for k, v in dict(d.get("counts") or {}).items()},
+            conftests=tuple(
+                (str(p), str(b) if b else None) for p, b in list(d.get("conftests") or [])
+            ),
+            tampered=tuple(
+                (str(t["kind"]), str(t.get("detail", ""))) for t in d.get("tampered") or []
+            ),
+            xdist=bool(d.get("xdist")),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+@dataclass
+class Scanner:
+    """Finds the witness lines in a command's output as it streams past (any chunking):
+    a line that starts with the marker.
+
+    More than `MAX_SESSIONS` lines, or a line that does not parse, is kept as a problem:
+    the plugin writes one well-formed line per session, so anything else was written by
+    something else.
+    """
+
+    sessions: list[WitnessSession] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    _line: bytearray = field(default_factory=bytearray)
+    _capturing: bool = False
+    _carry: bytes = b"\n"  # the end of what came before (the stream starts a line)
+
+    def feed(self, chunk: bytes) -> None:
+        """Linear in the output, whatever it is: only the marker is searched for."""
+        buf = self._carry + chunk
+        self._carry = b""
+        i = 0
+        while True:
+            if self._capturing:
+                newline = buf.find(b"\n", i)
+                if newline < 0:
+                    self._line += buf[i:]
+                    if len(self._line) > MAX_LINE:
+                        self._problem("a witness line longer than 1 MiB")
+                        self._line.clear()
+                        self._capturing = False
+                    return
+                self._line += buf[i:newline]
+                self._finish(bytes(self._line))
+                self._line.clear()
+                self._capturing = False
+                i = newline  # that newline may start the next line's marker
+                continue
+            found = buf.find(_PATTERN, i)
+            if found < 0:
+                self._carry = buf[max(i, len(buf) - len(_PATTERN) + 1) :]
+                return
+            self._capturing = True
+            i = found + len(_PATTERN)
+
+    def _finish(self, raw: bytes) -> None:
+        if len(self.sessions) >= MAX_SESSIONS:
+            self._problem(f"more than {MAX_SESSIONS} witness lines")
+            return
+        session = parse_session(raw)
+        if session is None:
+            self._problem("a witness line that does not parse")
+        else:
+            self.sessions.append(session)
+
+    def _problem(self, text: str) -> None:
+        if text not in self.problems:
+            self.problems.append(text)
+
+
+def plugin_tar() -> bytes:
+    """The witness volume's content: the plugin, read-only, owned by `PROTECTED_UID`."""
+    source = resources.files("gate.sandbox").joinpath("witness_plugin.py").read_bytes()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        info = tarfile.TarInfo(f"{MODULE}.py")
+        info.size, info.mode = len(source), 0o444
+        info.uid = info.gid = PROTECTED_UID
+        info.mtime = 1
+        tar.addfile(info, io.BytesIO(source))
+    return buf.getvalue()
+
+
+def test_environment(env: dict[str, str]) -> list[str]:
+    """What a test command adds to its environment (`env`: the check's and the image's)."""
+    addopts = f"-p {MODULE}"
+    if env.get("PYTEST_ADDOPTS"):
+        addopts += " " + env["PYTEST_ADDOPTS"]
+    path = MOUNT + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return [f"PYTEST_ADDOPTS={addopts}", f"PYTHONPATH={path}"]

@@ -1,0 +1,262 @@
+"""The witness (SPEC §3.2): the plugin in a real pytest, the line parser, the judgement,
+and the protected archive (gate/sandbox/witness_plugin.py, gate/sandbox/witness.py,
+gate/witness.py, gate/tarprotect.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from gate import witness
+from gate.model import (
+    CheckResult,
+    CheckSpec,
+    CommandResult,
+    ImageRef,
+    Phase,
+    PhaseResult,
+    Sha256,
+    WitnessSession,
+)
+from gate.sandbox.witness import MARKER, MAX_SESSIONS, Scanner, plugin_tar
+from gate.tarprotect import PROTECTED_UID, protect
+
+
+def _pytest_with_witness(project: Path, *args: str) -> tuple[int, list[dict[str, object]]]:
+    plug = project.parent / "plug"
+    plug.mkdir(exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(plugin_tar())) as t:
+        t.extractall(plug, filter="data")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env.update(PYTHONPATH=str(plug), PYTEST_ADDOPTS="-p proofgate_witness")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+    scanner = Scanner()
+    scanner.feed(proc.stdout)
+    assert not scanner.problems
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARKER)]
+    return proc.returncode, [json.loads(ln[len(MARKER) :]) for ln in lines]
+
+
+def _project(tmp_path: Path, **files: str) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (root / "test_calc.py").write_text(
+        "from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n\n"
+        "def test_ok():\n    assert True\n"
+    )
+    for name, text in files.items():
+        (root / name).write_text(text)
+    return root
+
+
+def test_an_honest_session_reports_its_status_counts_and_report_digest(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    code, lines = _pytest_with_witness(root, "--junitxml=r.xml")
+    assert code == 1
+    [line] = lines
+    assert line["exitstatus"] == 1
+    assert line["counts"] == {"passed": 1, "failed": 1, "error": 0, "skipped": 0}
+    assert line["tampered"] == []
+    report = (root / "r.xml").read_bytes()
+    assert line["junit"] == {
+        "path": str(root / "r.xml"),
+        "sha256": hashlib.sha256(report).hexdigest(),
+    }
+
+
+def test_a_conftest_that_turns_failures_green_is_seen(tmp_path: Path) -> None:
+    green = (
+        "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\n"
+        "def pytest_runtest_makereport(item, call):\n"
+        "    out = yield\n    rep = out.get_result()\n"
+        "    rep.outcome, rep.longrepr = 'passed', None\n"
+    )
+    code, [line] = _pytest_with_witness(_project(tmp_path, **{"conftest.py": green}))
+    assert code == 0
+    kinds = {t["kind"] for t in line["tampered"]}  # type: ignore[union-attr]
+    assert kinds == {"outcome-rewritten"}
+    [(path, blob)] = line["conftests"]  # type: ignore[misc]
+    data = (tmp_path / "proj" / "conftest.py").read_bytes()
+    assert blob == hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324
+
+
+def test_code_under_test_that_patches_pytest_is_seen(tmp_path: Path) -> None:
+    patch = (
+        "import _pytest.reports as r\n_orig = r.TestReport.from_item_and_call.__func__\n"
+        "def _g(cls, item, call):\n    rep = _orig(cls, item, call)\n"
+        "    rep.outcome, rep.longrepr = 'passed', None\n    return rep\n"
+        "r.TestReport.from_item_and_call = classmethod(_g)\n"
+        "def add(a, b):\n    return a - b\n"
+    )
+    root = _project(tmp_path)
+    (root / "calc.py").write_text(patch)
+    _, [line] = _pytest_with_witness(root)
+    kinds = {t["kind"] for t in line["tampered"]}  # type: ignore[union-attr]
+    assert {"pytest-patched", "outcome-rewritten"} <= kinds
+
+
+@pytest.mark.parametrize("size", [1, 3, 17, 4096])
+def test_the_scanner_finds_lines_in_any_chunking(size: int) -> None:
+    good = b'{"v": 1, "exitstatus": 0, "junit": null, "counts": {"passed": 2}}'
+    data = b"noise\n" + MARKER + good + b"\nnot at start " + MARKER + b"{}\n" + MARKER + b"junk\n"
+    scanner = Scanner()
+    for i in range(0, len(data), size):
+        scanner.feed(data[i : i + size])
+    assert [s.counts for s in scanner.sessions] == [{"passed": 2}]
+    assert scanner.problems == ["a witness line that does not parse"]
+
+
+def test_the_scanner_refuses_a_flood_of_lines() -> None:
+    line = MARKER + b'{"exitstatus": 0}\n'
+    scanner = Scanner()
+    scanner.feed(line * (MAX_SESSIONS + 3))
+    assert len(scanner.sessions) == MAX_SESSIONS
+    assert scanner.problems == [f"more than {MAX_SESSIONS} witness lines"]
+
+
+def _session(**kw: object) -> WitnessSession:
+    base: dict[str, object] = {
+        "exitstatus": 0,
+        "junit_path": None,
+        "junit_sha256": None,
+        "counts": {"passed": 1},
+        "conftests": (),
+        "tampered": (),
+        "xdist": False,
+    }
+    base.update(kw)
+    return WitnessSession(**base)  # type: ignore[arg-type]
+
+
+def _result(
+    sessions: tuple[WitnessSession, ...], *, exit_code: int = 0, junit: bytes | None = None
+) -> CheckResult:
+    cmd = CommandResult(
+        argv=("python3", "-m", "pytest"),
+        exit_code=exit_code,
+        duration_s=1.0,
+        log_sha256=Sha256("0" * 64),
+        log_bytes=0,
+        log_tail="",
+        witness=sessions,
+    )
+    image = ImageRef(name="img", id="sha256:" + "1" * 64)
+    return CheckResult(
+        name="unit",
+        image=image,
+        started=True,
+        phases=(PhaseResult(phase=Phase.TEST, commands=(cmd,)),),
+        junit_report=junit,
+    )
+
+
+def _spec(junit: str | None) -> CheckSpec:
+    from gate.config import load_config  # the real parser, so the spec is what users get
+
+    extra = f", junit: {junit}" if junit else ""
+    text = f"version: 1\nimage: img\nchecks:\n  - {{name: unit, test: 'pytest'{extra}}}\n"
+    return load_config(text.encode(), source="test").checks[0]
+
+
+def test_an_exit_status_forced_to_zero_is_a_finding_without_junit() -> None:
+    seen = witness.assess(_result((_session(exitstatus=1),)), _spec(None), None)
+    assert [k for k, _ in seen.findings] == ["exit-status"]
+    # with junit the report judges (`pytest || true` is a legitimate config then)
+    report = b"<testsuite/>"
+    s = _session(
+        exitstatus=1,
+        junit_path="/workspace/r.xml",
+        junit_sha256=hashlib.sha256(report).hexdigest(),
+    )
+    assert witness.assess(_result((s,), junit=report), _spec("r.xml"), None).findings == ()
+
+
+def test_a_report_changed_after_pytest_wrote_it_is_a_finding() -> None:
+    s = _session(junit_path="/workspace/reports/j.xml", junit_sha256="a" * 64)
+    seen = witness.assess(_result((s,), junit=b"<testsuite/>"), _spec("./reports/j.xml"), None)
+    assert [k for k, _ in seen.findings] == ["report-rewritten"]
+
+
+def test_a_conftest_that_is_not_the_trees_is_a_finding() -> None:
+    s = _session(
+        conftests=(("/workspace/zz/conftest.py", "b" * 40), ("/workspace/conftest.py", "c" * 40))
+    )
+    blobs = {b"conftest.py": "c" * 40}
+    seen = witness.assess(_result((s,)), _spec(None), blobs.get)
+    assert seen.findings == (("conftest-not-in-tree", "zz/conftest.py is not a file of the tree"),)
+    assert seen.waived(frozenset({"conftest-not-in-tree"})) == ()
+
+
+def _archive(tmp_path: Path) -> bytes:
+    import pygit2
+
+    repo = pygit2.init_repository(str(tmp_path / "r"))
+    long_dir = "d" * 120
+    files = {
+        "src/m.py": b"x = 1\n",
+        "tests/test_a.py": b"def test_a():\n    pass\n",
+        f"tests/{long_dir}/test_{'n' * 90}.py": b"def test_b():\n    pass\n",
+        "run.sh": b"#!/bin/sh\n",
+    }
+    for path, data in files.items():
+        (tmp_path / "r" / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "r" / path).write_bytes(data)
+    subprocess.run(["git", "-C", str(tmp_path / "r"), "add", "-A"], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(tmp_path / "r"),
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "x",
+        ],
+        check=True,
+    )
+    del repo
+    return subprocess.run(
+        ["git", "-C", str(tmp_path / "r"), "archive", "HEAD"], check=True, capture_output=True
+    ).stdout
+
+
+@pytest.mark.parametrize("size", [1, 511, 512, 4096, 1 << 20])
+def test_protected_files_and_every_directory_belong_to_no_user_of_the_check(
+    tmp_path: Path, size: int
+) -> None:
+    data = _archive(tmp_path)
+    chunks = [data[i : i + size] for i in range(0, len(data), size)]
+    out = b"".join(protect(iter(chunks), lambda p: p.startswith(b"tests/")))
+    assert len(out) == len(data)
+    got = {}
+    with tarfile.open(fileobj=io.BytesIO(out)) as t:  # checksums verified on read
+        for m in t.getmembers():
+            got[m.name] = (m.uid, m.mode, t.extractfile(m).read() if m.isfile() else None)  # type: ignore[union-attr]
+    with tarfile.open(fileobj=io.BytesIO(data)) as t:
+        want = {m.name: t.extractfile(m).read() if m.isfile() else None for m in t.getmembers()}  # type: ignore[union-attr]
+    assert {k: v[2] for k, v in got.items()} == want  # content untouched
+    for name, (uid, mode, content) in got.items():
+        if content is None:
+            assert (uid, mode) == (PROTECTED_UID, 0o1777), name
+        elif name.startswith("tests/"):
+            assert (uid, mode) == (PROTECTED_UID, 0o444), name
+        else:
+            assert uid == 0, name
