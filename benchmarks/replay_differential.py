@@ -29,11 +29,12 @@ from gate.prove import ProveRequest, prove
 from gate.sandbox.docker import DockerSandbox
 
 IMAGE = "proofgate/cleanroom:latest"
-# the image has no build backend: metadata for `importlib.metadata.version(<pkg>)`
+# the image has no build backend: metadata for `importlib.metadata.version(<pkg>)`, outside
+# /tmp (each test command gets a fresh one; /var/tmp is committed with the build)
 BUILD = (
-    "mkdir -p /tmp/meta/{pkg}-0.dist-info && "
+    "mkdir -p /var/tmp/meta/{pkg}-0.dist-info && "
     "printf 'Metadata-Version: 2.1\\nName: {pkg}\\nVersion: 99.0.0\\n' "
-    "> /tmp/meta/{pkg}-0.dist-info/METADATA"
+    "> /var/tmp/meta/{pkg}-0.dist-info/METADATA"
 )
 
 
@@ -47,7 +48,7 @@ def _config(pkg: str, pytest_args: list[str]) -> bytes:
         f"    build: [{json.dumps(BUILD.format(pkg=pkg))}]\n"
         f"    test: [{json.dumps(test)}]\n"
         "    junit: reports/junit.xml\n    differential: trusted\n"
-        "    env: {PYTHONPATH: 'src:/tmp/meta', PYTHONDONTWRITEBYTECODE: '1'}\n"
+        "    env: {PYTHONPATH: 'src:/var/tmp/meta', PYTHONDONTWRITEBYTECODE: '1'}\n"
     ).encode()
 
 

@@ -19,11 +19,10 @@ from importlib import resources
 from typing import cast
 
 import yaml
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
 
 from gate import junitpath
 from gate.errors import ConfigError
+from gate.jsonschema_fast import Draft202012Validator, ValidationError
 from gate.model import (
     PHASE_ORDER,
     Budgets,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import ast
 import posixpath
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -101,6 +101,22 @@ def _runs_on_import(path: bytes) -> bool:
 RawImport = tuple[int, str, tuple[str, ...]]  # (level, module, imported names)
 
 
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    """Every statement, nested ones too (an import is a statement: no expression is ever
+    searched, which is most of a module's nodes)."""
+    stack: list[ast.AST] = list(body)
+    while stack:
+        node = stack.pop()
+        yield node
+        for block in _BLOCKS:
+            inner = getattr(node, block, None)
+            if isinstance(inner, list):
+                stack.extend(inner)
+
+
 @lru_cache(maxsize=16384)
 def _raw_imports(source: bytes) -> tuple[RawImport, ...] | None:
     """Imports of one file, or None when it does not parse. Cached by content."""
@@ -109,7 +125,7 @@ def _raw_imports(source: bytes) -> tuple[RawImport, ...] | None:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     out: list[RawImport] = []
-    for node in ast.walk(tree):
+    for node in _statements(tree.body):
         if isinstance(node, ast.Import):
             out.extend((0, a.name, ()) for a in node.names)
         elif isinstance(node, ast.ImportFrom):

@@ -148,8 +148,8 @@ def test_exit_codes_recorded_and_failure_stops_the_check(
     assert [c.exit_code for c in result.phases[1].commands] == [3]
     assert not result.phases[1].ok
     kinds = [e["kind"] for e in journal.events()]
-    # the workspace, then the witness (gate/sandbox/witness.py)
-    assert kinds[:4] == ["volume-created", "volume-created", "container-created", "tree-copied"]
+    # the workspace, the witness (gate/sandbox/witness.py), the bytecode prefix
+    assert kinds[:5] == ["volume-created"] * 3 + ["container-created", "tree-copied"]
     assert kinds[-1] == "volume-removed"
     assert kinds.count("command-finished") == 3
 
@@ -706,7 +706,10 @@ def test_test_phase_runs_read_only_after_a_writable_build(
         sandbox,
         image,
         spec(
-            build=["echo built > /usr/local/bin/from-build && echo ok > src/built.txt"],
+            build=[
+                "echo built > /usr/local/bin/from-build && echo ok > src/built.txt",
+                "python3 -c 'import email.mime.text'",  # compiles into the prefix
+            ],
             test=[
                 # the build's files are there, the image cannot be changed any more
                 "test -f /usr/local/bin/from-build && test -f src/built.txt",
@@ -719,6 +722,7 @@ def test_test_phase_runs_read_only_after_a_writable_build(
                 'test "$PYTHONNOUSERSITE" = 1',
                 'test "$PYTHONPYCACHEPREFIX" = /var/tmp/.proofgate-pycache',
                 # what build compiled is there to read, and no test command can add to it
+                "find \"$PYTHONPYCACHEPREFIX\" -name 'text*.pyc' | grep -q .",
                 '! mkdir -p "$PYTHONPYCACHEPREFIX/x" 2>/dev/null',
             ],
         ),
