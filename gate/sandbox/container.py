@@ -22,9 +22,10 @@ A check runs like this (docs/security.md, "The clean room", says why):
 5. containers, the temporary image and the volume are removed in a `finally`, then the
    broker and its network (`close_egress`).
 
-Every command gets `PYTHONPYCACHEPREFIX=/var/tmp/.proofgate-pycache` (never the tree's
-`__pycache__`), and test commands `PYTHONNOUSERSITE=1`. The prefix is a tmpfs volume of
-the check, mounted writable for setup and build and read-only for test commands, so test
+Every command gets `PYTHONPYCACHEPREFIX=/opt/proofgate/pycache` (never the tree's
+`__pycache__`), and test commands `PYTHONNOUSERSITE=1`. The prefix is in proofgate's own
+tmpfs volume of the check (with the witness: gate/sandbox/witness.py), mounted writable for
+setup and build and read-only for test commands, so test
 commands start from the bytecode setup and build compiled (from sources, never from the
 tree's bytecode) but cannot add to it: a miss compiles in memory. (In the root filesystem
 it went into the commit before the test phase: ~0.5 s for a `pip install -e .`.) A
@@ -76,7 +77,7 @@ _GONE_S = 30.0  # how long a killed container may take to disappear
 
 # SPEC §3.2: outside the tree; /var/tmp (world-writable in Debian-based images) is not
 # under the test containers' fresh /tmp, so what setup and build compiled reaches them
-PYCACHE_PREFIX = "/var/tmp/.proofgate-pycache"  # noqa: S108
+PYCACHE_PREFIX = witness.PYCACHE
 
 
 class CheckRun:
@@ -108,7 +109,6 @@ class CheckRun:
         self.holder: str | None = None  # holds the volume mounted; nothing of the check
         self.volume: str | None = None
         self.witness_volume: str | None = None  # the witness plugin, read-only to the check
-        self.pycache_volume: str | None = None  # PYCACHE_PREFIX: setup/build write, tests read
         self.env: dict[str, str] = {}  # the image's environment with the check's over it
         self.temp_image: str | None = None  # the commit after build, removed at the end
         self.test_image = self.start_image  # what test containers start from
@@ -207,13 +207,16 @@ class CheckRun:
             self.volume = str(created["Name"])
             self.journal.append("volume-created", check=self.spec.name, volume=self.volume[:12])
             uid = tarprotect.PROTECTED_UID
+            # proofgate's own volume (gate/sandbox/witness.py): the witness, read-only to
+            # the check, and the bytecode prefix, writable by setup and build only
             with docker_errors("create the check's witness volume"):
                 created = self.api.create_volume(
                     driver="local",
                     driver_opts={
                         "type": "tmpfs",
                         "device": "tmpfs",
-                        "o": f"nosuid,nodev,noexec,size=1m,mode=0555,uid={uid},gid={uid}",
+                        "o": f"nosuid,nodev,noexec,size={limits.memory},mode=0555,"
+                        f"uid={uid},gid={uid}",
                     },
                     labels=dict(LABELS),
                 )
@@ -221,34 +224,20 @@ class CheckRun:
             self.journal.append(
                 "volume-created", check=self.spec.name, volume=self.witness_volume[:12]
             )
-            # The bytecode setup and build compile: a volume, not the root filesystem, so
-            # the commit before the test phase carries none of it (a commit of ~12 MB of
-            # bytecode cost ~0.5 s); mounted read-only in the test phase, like the root.
-            with docker_errors("create the check's bytecode volume"):
-                created = self.api.create_volume(
-                    driver="local",
-                    driver_opts={
-                        "type": "tmpfs",
-                        "device": "tmpfs",
-                        "o": f"nosuid,nodev,noexec,size={limits.memory},mode=1777",
-                    },
-                    labels=dict(LABELS),
-                )
-            self.pycache_volume = str(created["Name"])
-            self.journal.append(
-                "volume-created", check=self.spec.name, volume=self.pycache_volume[:12]
-            )
             env_home = dict(limits.env).get("HOME") or image_env.get("HOME")
             if first is Phase.TEST:
                 # unknown for a non-root user without HOME: no tmpfs there, read-only
                 self.home = env_home or (None if opened else "/root")
-            self._create(self.start_image, read_only=first is Phase.TEST)
+            # the first container mounts proofgate's volume writable, for the daemon to fill
+            # it; with no setup or build, nothing in it is writable to the check
+            self._create(self.start_image, read_only=first is Phase.TEST, fill=True)
             if first is not Phase.TEST:
                 self.home = env_home or self._passwd_home(self.container_id, opened)
             self._start()
             check_stop(self.stop)
             with docker_errors("copy the witness into the container"):
-                self.api.put_archive(self.container_id, witness.MOUNT, witness.plugin_tar())
+                data = witness.plugin_tar(writable_prefix=first is not Phase.TEST)
+                self.api.put_archive(self.container_id, witness.MOUNT, data)
             if _protects(self.spec):
                 chosen = _trusted_selector(self.spec)
                 source = tree_tar
@@ -274,7 +263,7 @@ class CheckRun:
                 return fields[5] or None
         return None
 
-    def _create(self, image: str, *, read_only: bool) -> None:
+    def _create(self, image: str, *, read_only: bool, fill: bool = False) -> None:
         limits = self.spec.limits
         assert self.volume is not None  # noqa: S101 - created first
         tmpfs: dict[str, str] = {}
@@ -307,14 +296,11 @@ class CheckRun:
             mounts=[
                 docker.types.Mount(WORKSPACE, self.volume, type="volume", no_copy=True),
                 docker.types.Mount(
-                    witness.MOUNT, self.witness_volume or "", type="volume", no_copy=True
-                ),
-                docker.types.Mount(
-                    PYCACHE_PREFIX,
-                    self.pycache_volume or "",
+                    witness.MOUNT,
+                    self.witness_volume or "",
                     type="volume",
                     no_copy=True,
-                    read_only=read_only,
+                    read_only=read_only and not fill,
                 ),
             ],
         )
@@ -462,8 +448,6 @@ class CheckRun:
             steps.append(("volume", self._remove_volume))
         if self.witness_volume is not None:
             steps.append(("volume", self._remove_witness_volume))
-        if self.pycache_volume is not None:
-            steps.append(("volume", self._remove_pycache_volume))
         for what, step in steps:
             try:
                 step()
@@ -499,10 +483,6 @@ class CheckRun:
             if not e.not_found:
                 raise
         self.journal.append("image-removed", check=self.spec.name, image=image)
-
-    def _remove_pycache_volume(self) -> None:
-        volume, self.pycache_volume = self.pycache_volume, None
-        self._remove_named_volume(volume)
 
     def _remove_witness_volume(self) -> None:
         volume, self.witness_volume = self.witness_volume, None

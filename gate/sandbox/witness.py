@@ -1,13 +1,14 @@
 """The witness, proofgate's side (SPEC §3.2; the plugin is `witness_plugin.py`).
 
-Every check gets a small tmpfs volume at `/opt/proofgate` that holds the plugin. The
-daemon writes it before anything of the check runs, owned by `PROTECTED_UID` (no user
-of the check), files 0444 and the directory 0555: the check (root without capabilities,
-or any other user) can read it and import it, never change, rename or replace it. Test
-commands get `PYTEST_ADDOPTS=-p proofgate_witness` and the directory first on
-`PYTHONPATH`, so every pytest session of the test phase loads it before the tree's
-code; its line in the command's output (read through the daemon, like the rest of the
-log) is parsed here into `Session`s.
+Every check gets one tmpfs volume of proofgate's own at `/opt/proofgate`, which the
+daemon fills before anything of the check runs, everything owned by `PROTECTED_UID` (no
+user of the check): the volume's root and `witness/` 0555 and the plugin 0444, so the
+check (root without capabilities, or any other user) can import it but never change,
+rename or replace it; and `pycache/` (1777), the bytecode prefix, written by setup and
+build. Test containers mount the volume read-only. Test commands get
+`PYTEST_ADDOPTS=-p proofgate_witness` and `witness/` first on `PYTHONPATH`, so every
+pytest session of the test phase loads the plugin before the tree's code; its line in the
+command's output (read through the daemon, like the rest of the log) is parsed here.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from gate.tarprotect import PROTECTED_UID
 
 __all__ = [
     "MOUNT",
+    "PYCACHE",
     "PROTECTED_UID",
     "Scanner",
     "parse_session",
@@ -31,6 +33,8 @@ __all__ = [
 ]
 
 MOUNT = "/opt/proofgate"
+WITNESS_DIR = f"{MOUNT}/witness"
+PYCACHE = f"{MOUNT}/pycache"
 MODULE = "proofgate_witness"
 MARKER = b"##[proofgate-witness] "
 _PATTERN = b"\n" + MARKER  # the plugin starts its line with a newline
@@ -119,12 +123,19 @@ class Scanner:
             self.problems.append(text)
 
 
-def plugin_tar() -> bytes:
-    """The witness volume's content: the plugin, read-only, owned by `PROTECTED_UID`."""
+def plugin_tar(*, writable_prefix: bool) -> bytes:
+    """The volume's content: `witness/` with the plugin (read-only) and `pycache/`, all
+    owned by `PROTECTED_UID`; `pycache/` is 1777 for a check with setup or build (whose
+    test containers mount the volume read-only), 0555 otherwise."""
     source = resources.files("gate.sandbox").joinpath("witness_plugin.py").read_bytes()
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-        info = tarfile.TarInfo(f"{MODULE}.py")
+        for name, mode in (("witness", 0o555), ("pycache", 0o1777 if writable_prefix else 0o555)):
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = tarfile.DIRTYPE, mode
+            info.uid = info.gid = PROTECTED_UID
+            tar.addfile(info)
+        info = tarfile.TarInfo(f"witness/{MODULE}.py")
         info.size, info.mode = len(source), 0o444
         info.uid = info.gid = PROTECTED_UID
         info.mtime = 1
@@ -137,5 +148,5 @@ def test_environment(env: dict[str, str]) -> list[str]:
     addopts = f"-p {MODULE}"
     if env.get("PYTEST_ADDOPTS"):
         addopts += " " + env["PYTEST_ADDOPTS"]
-    path = MOUNT + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    path = WITNESS_DIR + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return [f"PYTEST_ADDOPTS={addopts}", f"PYTHONPATH={path}"]

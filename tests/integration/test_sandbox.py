@@ -148,8 +148,8 @@ def test_exit_codes_recorded_and_failure_stops_the_check(
     assert [c.exit_code for c in result.phases[1].commands] == [3]
     assert not result.phases[1].ok
     kinds = [e["kind"] for e in journal.events()]
-    # the workspace, the witness (gate/sandbox/witness.py), the bytecode prefix
-    assert kinds[:5] == ["volume-created"] * 3 + ["container-created", "tree-copied"]
+    # the workspace, then proofgate's own (gate/sandbox/witness.py)
+    assert kinds[:4] == ["volume-created"] * 2 + ["container-created", "tree-copied"]
     assert kinds[-1] == "volume-removed"
     assert kinds.count("command-finished") == 3
 
@@ -720,7 +720,7 @@ def test_test_phase_runs_read_only_after_a_writable_build(
                 "touch /tmp/mark $HOME/mark && mkdir -p reports",
                 "test ! -e /tmp/mark && test ! -e $HOME/mark && test -d reports",
                 'test "$PYTHONNOUSERSITE" = 1',
-                'test "$PYTHONPYCACHEPREFIX" = /var/tmp/.proofgate-pycache',
+                'test "$PYTHONPYCACHEPREFIX" = /opt/proofgate/pycache',
                 # what build compiled is there to read, and no test command can add to it
                 "find \"$PYTHONPYCACHEPREFIX\" -name 'text*.pyc' | grep -q .",
                 '! mkdir -p "$PYTHONPYCACHEPREFIX/x" 2>/dev/null',
@@ -1003,10 +1003,11 @@ def test_a_check_cannot_change_the_witness_or_a_protected_test_file(
             build=["echo built > built.txt"],
             test=[
                 # the witness: readable, not writable, not replaceable
-                "test -r /opt/proofgate/proofgate_witness.py",
-                "! sh -c 'echo x >> /opt/proofgate/proofgate_witness.py' 2>/dev/null",
-                "! rm -f /opt/proofgate/proofgate_witness.py 2>/dev/null",
-                "! touch /opt/proofgate/other.py 2>/dev/null",
+                "test -r /opt/proofgate/witness/proofgate_witness.py",
+                "! sh -c 'echo x >> /opt/proofgate/witness/proofgate_witness.py' 2>/dev/null",
+                "! rm -f /opt/proofgate/witness/proofgate_witness.py 2>/dev/null",
+                "! touch /opt/proofgate/other.py /opt/proofgate/witness/x.py 2>/dev/null",
+                "! touch /opt/proofgate/pycache/x.pyc 2>/dev/null",
                 # a trusted test file: not writable, removable, renamable or chmod-able
                 "! sh -c 'echo x >> tests/test_calc.py' 2>/dev/null",
                 "! rm -f tests/test_calc.py 2>/dev/null",

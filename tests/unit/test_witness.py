@@ -33,10 +33,10 @@ from gate.tarprotect import PROTECTED_UID, protect
 def _pytest_with_witness(project: Path, *args: str) -> tuple[int, list[dict[str, object]]]:
     plug = project.parent / "plug"
     plug.mkdir(exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(plugin_tar())) as t:
+    with tarfile.open(fileobj=io.BytesIO(plugin_tar(writable_prefix=False))) as t:
         t.extractall(plug, filter="data")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    env.update(PYTHONPATH=str(plug), PYTEST_ADDOPTS="-p proofgate_witness")
+    env.update(PYTHONPATH=str(plug / "witness"), PYTEST_ADDOPTS="-p proofgate_witness")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
         cwd=project,
