@@ -170,8 +170,11 @@ class _CleanRoom:
 
 
 # What the witness finds in a check no differential judged: no base run to tell the
-# project's own harness from the change, so only what is never the harness's.
-_WITHOUT_BASE = frozenset({"exit-status", "report-rewritten", "witness-garbled"})
+# project's own harness from the change, so only what no honest harness does (a test
+# whose call raised reported as passed is a lie, whoever tells it).
+_WITHOUT_BASE = frozenset(
+    {"exit-status", "report-rewritten", "witness-garbled", "outcome-rewritten"}
+)
 
 
 def _unjudged_tampering(

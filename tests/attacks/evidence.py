@@ -338,6 +338,18 @@ WITNESS_CASES: tuple[Case, ...] = (
         _in_process(REGISTER_PLUGIN, _JUNIT_CFG),
     ),
     _attack(
+        "import-patches-pytest-without-junit",
+        "the code under test patches pytest's reports, in a check judged by exit status",
+        F({FAILED}),
+        with_inspect(_in_process(PATCH_REPORTS, config()), wants_reason("evidence-tampered")),
+    ),
+    _attack(
+        "import-registers-a-plugin-without-junit",
+        "the code under test registers a green plugin, in a check judged by exit status",
+        F({FAILED}),
+        with_inspect(_in_process(REGISTER_PLUGIN, config()), wants_reason("evidence-tampered")),
+    ),
+    _attack(
         "left-behind-process-rewrites-at-exit",
         "a process left behind rewrites the report the instant pytest exits",
         F({FAILED, INCONCLUSIVE}),
