@@ -1471,7 +1471,7 @@ CASES: tuple[Case, ...] = (
         "pass-all-plugin-via-root-dist-info",
         "the PR breaks the code and adds a root *.dist-info whose pytest11 entry point loads "
         "a plugin reporting every test passed",
-        F({HELD}),
+        F({HELD, FAILED}),
         with_inspect(
             simple({b"calc.py": CALC_BROKEN, **DIST_INFO}), wants_finding("plugin-metadata-added")
         ),
@@ -1479,7 +1479,7 @@ CASES: tuple[Case, ...] = (
     _attack(
         "pass-all-plugin-via-pytest-plugins",
         "the PR breaks the code and loads a pass-all plugin with pytest_plugins in a test module",
-        F({HELD}),
+        F({HELD, FAILED}),
         with_inspect(
             simple(
                 {
@@ -1495,7 +1495,7 @@ CASES: tuple[Case, ...] = (
         "pass-all-plugin-via-globals-pytest-plugins",
         "the PR breaks the code and loads a pass-all plugin with "
         "`globals()['pytest_plugins'] = [...]` in a test module",
-        F({HELD}),
+        F({HELD, FAILED}),
         with_inspect(
             simple(
                 {
