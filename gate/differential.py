@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 
 from gate.journal import canonical_json
 from gate.junit import TestId, TestOutcome, counts
-from gate.model import Decision, DifferentialMode, JsonDict, Reason, ReasonCode
+from gate.model import CheckSpec, Decision, DifferentialMode, JsonDict, Reason, ReasonCode
+from gate.policy.paths import glob_match
 
 __all__ = [
     "DEFAULT_TESTS",
@@ -127,6 +128,21 @@ class DifferentialReport:
         if self.tampered:
             d["tampered"] = list(self.tampered[:MAX_LISTED])
         return d
+
+
+def enabled(spec: CheckSpec) -> bool:
+    """Whether the check has a differential: a `junit` report and not `differential: off`."""
+    return spec.junit is not None and spec.differential is not DifferentialMode.OFF
+
+
+def selector(globs: Iterable[str]) -> Callable[[bytes], bool]:
+    patterns = tuple(globs)
+    return lambda path: any(glob_match(g, path) for g in patterns)
+
+
+def trusted_selector(spec: CheckSpec) -> Callable[[bytes], bool]:
+    """The trusted files of a check: its `tests` globs and the harness (SPEC §3.1)."""
+    return selector((*(spec.tests or DEFAULT_TESTS), *HARNESS))
 
 
 def list_digest(items: Iterable[str]) -> str:

@@ -46,7 +46,6 @@ from gate.model import (
     ReasonCode,
     TreeId,
 )
-from gate.policy.paths import glob_match
 from gate.sandbox.interface import Sandbox, SandboxError
 
 __all__ = ["Pending", "cache_dir", "start"]
@@ -62,10 +61,6 @@ def cache_dir() -> Path:
     """$XDG_CACHE_HOME/proofgate/base-runs (default ~/.cache/...)."""
     root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(root) / "proofgate" / "base-runs"
-
-
-def _selector(globs: tuple[str, ...]) -> Callable[[bytes], bool]:
-    return lambda path: any(glob_match(g, path) for g in globs)
 
 
 def _outcomes_of(result: CheckResult, name: str, spec: CheckSpec | None = None) -> Run:
@@ -362,15 +357,16 @@ class Pending:
             run = runs.get(name)
             if run is None:
                 continue
-            found = [f for f in run.tamper if f[0] not in waived]
+            found = list(run.tamper)
             tree = trees.get(plan.same_as.get(name, name))
-            if tree is not None:
+            if tree is not None and run.conftests:
+                blobs = self._blob_ids(tree, {path for path, _ in run.conftests})
                 found.extend(
                     f
                     for path, blob in run.conftests
-                    for f in self._foreign_conftest(tree, path, blob)
-                    if f[0] not in waived
+                    for f in witness.foreign_conftest(path, blob, blobs.get)
                 )
+            found = list(witness.waive(found, waived))
             if base.witnessed and not run.witnessed and run.outcomes is not None:
                 found.append(
                     (
@@ -381,15 +377,15 @@ class Pending:
             out.extend(f"{name}: {kind}: {detail}" for kind, detail in dict.fromkeys(found))
         return out
 
-    def _foreign_conftest(self, tree: TreeId, path: str, blob: str | None) -> list[tuple[str, str]]:
-        def blob_of(rel: bytes) -> str | None:
-            got = self._read(tree, lambda p: p == rel)
-            data = got.get(rel)
-            if data is None:
-                return None
-            return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324
-
-        return witness.foreign_conftest(path, blob, blob_of)
+    def _blob_ids(self, tree: TreeId, paths: set[str]) -> dict[bytes, str]:
+        """Git blob ids of the tree's files at the witness's absolute `paths`, one read."""
+        prefix = witness.WORKSPACE + "/"
+        wanted = {p[len(prefix) :].encode() for p in paths if p.startswith(prefix)}
+        got = self._read(tree, lambda p: p in wanted)
+        return {
+            p: hashlib.sha1(b"blob %d\0" % len(d) + d).hexdigest()  # noqa: S324 - git's id
+            for p, d in got.items()
+        }
 
     def _read(self, tree: TreeId, wanted: Callable[[bytes], bool]) -> dict[bytes, bytes]:
         try:
@@ -415,9 +411,7 @@ def start(
     """
     assert ev.proven_tree is not None  # noqa: S101 - caller checked
     image: ImageRef | None = None
-    wanted = any(
-        s.junit is not None and s.differential is not DifferentialMode.OFF for s in config.checks
-    )
+    wanted = any(differential.enabled(s) for s in config.checks)
     try:
         image = sandbox().resolve_image(config.image) if wanted else None
     except SandboxError as e:
@@ -427,7 +421,7 @@ def start(
     slots = cores
     skipped: list[DifferentialReport] = []
     for spec in config.checks:
-        if spec.junit is None or spec.differential is DifferentialMode.OFF:
+        if not differential.enabled(spec):
             why = "differential: off" if spec.junit else "the check has no junit report to compare"
             skipped.append(differential.not_run(spec.name, DifferentialMode.OFF, why))
             continue
@@ -463,8 +457,8 @@ def _plan(
 ) -> _Plan:
     assert ev.proven_tree is not None  # noqa: S101
     globs = spec.tests or differential.DEFAULT_TESTS
-    is_test = _selector((*globs, "**/conftest.py"))
-    trusted_sel = _selector((*globs, *differential.HARNESS))
+    is_test = differential.selector((*globs, "**/conftest.py"))
+    trusted_sel = differential.trusted_selector(spec)
     plan = _Plan(spec=spec, is_test=is_test, jobs={})
     if image is None:
         plan.note = "the clean-room image did not resolve"

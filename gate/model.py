@@ -529,14 +529,6 @@ class WitnessSession:
     tampered: tuple[tuple[str, str], ...]  # (kind, detail)
     xdist: bool
 
-    def to_dict(self) -> JsonDict:
-        return {
-            "exitstatus": self.exitstatus,
-            "junit": {"path": self.junit_path, "sha256": self.junit_sha256},
-            "counts": dict(self.counts),
-            "tampered": [{"kind": k, "detail": d} for k, d in self.tampered],
-        }
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CommandResult:

@@ -22,15 +22,15 @@ base's code is already trusted) and is waived; gate/differential_runs.py does th
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from gate import junitpath
 from gate.model import CheckResult, CheckSpec, Phase, WitnessSession
+from gate.sandbox.copy_in import WORKSPACE
 
-__all__ = ["Assessment", "assess", "foreign_conftest"]
+__all__ = ["WORKSPACE", "Assessment", "assess", "foreign_conftest", "waive"]
 
-WORKSPACE = "/workspace"
 _TEST_STATUSES_FAILED = (1, 2, 3, 4)  # pytest: failed, interrupted, internal, usage error
 
 
@@ -39,12 +39,12 @@ class Assessment:
     sessions: int  # pytest sessions the witness saw in the test phase
     findings: tuple[tuple[str, str], ...]  # (kind, detail)
 
-    @property
-    def kinds(self) -> frozenset[str]:
-        return frozenset(k for k, _ in self.findings)
 
-    def waived(self, kinds: frozenset[str]) -> tuple[tuple[str, str], ...]:
-        return tuple(f for f in self.findings if f[0] not in kinds)
+def waive(
+    findings: Iterable[tuple[str, str]], kinds: frozenset[str]
+) -> tuple[tuple[str, str], ...]:
+    """`findings` less those of `kinds` (what the base run shows too)."""
+    return tuple(f for f in findings if f[0] not in kinds)
 
 
 def _report_path(spec: CheckSpec) -> str | None:
