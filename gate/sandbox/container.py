@@ -24,11 +24,12 @@ A check runs like this (docs/security.md, "The clean room", says why):
 
 Every command gets `PYTHONPYCACHEPREFIX=/opt/proofgate/pycache` (never the tree's
 `__pycache__`), and test commands `PYTHONNOUSERSITE=1`. The prefix is in proofgate's own
-tmpfs volume of the check (with the witness: gate/sandbox/witness.py), mounted writable for
-setup and build and read-only for test commands, so test
-commands start from the bytecode setup and build compiled (from sources, never from the
-tree's bytecode) but cannot add to it: a miss compiles in memory. (In the root filesystem
-it went into the commit before the test phase: ~0.5 s for a `pip install -e .`.) A
+tmpfs volume of the check (with the witness: gate/sandbox/witness.py), mounted writable
+for setup and build and read-only for test commands, so test commands start from the
+bytecode setup and build compiled but cannot add to it: a miss compiles in memory. Setup
+and build cannot write bytecode for the tree or the witness either (those parts of the
+prefix are not theirs). In the root filesystem the prefix went into the commit before
+the test phase: ~0.5 s for a `pip install -e .`. A
 fresh prefix per command made every command recompile the standard library and every
 dependency it imports (about 1.8 s on a real suite). Each daemon request runs
 under the client's timeout; a command under its phase's deadline, after which its
@@ -53,13 +54,11 @@ from gate.model import (
     CheckSpec,
     Command,
     CommandResult,
-    DifferentialMode,
     ImageRef,
     Phase,
     PhaseResult,
     Sha256,
 )
-from gate.policy.paths import glob_match
 from gate.sandbox import envcache, witness
 from gate.sandbox.copy_in import WORKSPACE, close_iterator, copy_tree
 from gate.sandbox.egress import EgressBroker, EgressStartError
@@ -75,8 +74,7 @@ _KILL_GRACE_S = 10.0  # how long to wait for an output stream to close after a k
 _GONE_S = 30.0  # how long a killed container may take to disappear
 
 
-# SPEC §3.2: outside the tree; /var/tmp (world-writable in Debian-based images) is not
-# under the test containers' fresh /tmp, so what setup and build compiled reaches them
+# SPEC §3.2: outside the tree, in proofgate's own volume (gate/sandbox/witness.py)
 PYCACHE_PREFIX = witness.PYCACHE
 
 
@@ -195,7 +193,7 @@ class CheckRun:
             # 0777 for a non-root user; no sticky bit, so it may remove root's entries. A
             # check with a differential: sticky and not the check's (gate/tarprotect.py).
             mode = "0777" if opened else "0755"
-            if _protects(self.spec):
+            if differential.enabled(self.spec):
                 mode = f"1777,uid={tarprotect.PROTECTED_UID},gid={tarprotect.PROTECTED_UID}"
             options = f"nosuid,nodev,size={limits.memory},mode={mode}"
             with docker_errors("create the check's workspace volume"):
@@ -238,8 +236,8 @@ class CheckRun:
             with docker_errors("copy the witness into the container"):
                 data = witness.plugin_tar(writable_prefix=first is not Phase.TEST)
                 self.api.put_archive(self.container_id, witness.MOUNT, data)
-            if _protects(self.spec):
-                chosen = _trusted_selector(self.spec)
+            if differential.enabled(self.spec):
+                chosen = differential.trusted_selector(self.spec)
                 source = tree_tar
 
                 def tree_tar() -> Iterator[bytes]:
@@ -710,16 +708,6 @@ class CheckRun:
             return None
         assert self.holder is not None  # noqa: S101 - started with the test phase
         return read_report(self.api, self.holder, path, self.journal, check=self.spec.name)
-
-
-def _protects(spec: CheckSpec) -> bool:
-    """Whether the check's runs get the trusted files protected (gate/tarprotect.py)."""
-    return spec.junit is not None and spec.differential is not DifferentialMode.OFF
-
-
-def _trusted_selector(spec: CheckSpec) -> Callable[[bytes], bool]:
-    globs = (*(spec.tests or differential.DEFAULT_TESTS), *differential.HARNESS)
-    return lambda path: any(glob_match(g, path) for g in globs)
 
 
 def _non_root(user: str) -> bool:

@@ -5,7 +5,8 @@ daemon fills before anything of the check runs, everything owned by `PROTECTED_U
 user of the check): the volume's root and `witness/` 0555 and the plugin 0444, so the
 check (root without capabilities, or any other user) can import it but never change,
 rename or replace it; and `pycache/` (1777), the bytecode prefix, written by setup and
-build. Test containers mount the volume read-only. Test commands get
+build (all but `pycache/workspace` and `pycache/opt`: no bytecode for the tree or the
+witness). Test containers mount the volume read-only. Test commands get
 `PYTEST_ADDOPTS=-p proofgate_witness` and `witness/` first on `PYTHONPATH`, so every
 pytest session of the test phase loads the plugin before the tree's code; its line in the
 command's output (read through the daemon, like the rest of the log) is parsed here.
@@ -17,9 +18,11 @@ import io
 import json
 import tarfile
 from dataclasses import dataclass, field
+from functools import cache
 from importlib import resources
 
 from gate.model import WitnessSession
+from gate.sandbox.copy_in import WORKSPACE
 from gate.tarprotect import PROTECTED_UID
 
 __all__ = [
@@ -123,6 +126,7 @@ class Scanner:
             self.problems.append(text)
 
 
+@cache
 def plugin_tar(*, writable_prefix: bool) -> bytes:
     """The volume's content: `witness/` with the plugin (read-only) and `pycache/`, all
     owned by `PROTECTED_UID`; `pycache/` is 1777 for a check with setup or build (whose
@@ -130,7 +134,13 @@ def plugin_tar(*, writable_prefix: bool) -> bytes:
     source = resources.files("gate.sandbox").joinpath("witness_plugin.py").read_bytes()
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-        for name, mode in (("witness", 0o555), ("pycache", 0o1777 if writable_prefix else 0o555)):
+        # The prefix maps a source's absolute path into itself: `pycache/workspace` and
+        # `pycache/opt` are not the check's, so setup and build (the change's code) cannot
+        # plant bytecode for a test file of the tree or for the witness that a test
+        # command would then run instead of the source.
+        dirs = [("witness", 0o555), ("pycache", 0o1777 if writable_prefix else 0o555)]
+        dirs += [(f"pycache{WORKSPACE}", 0o555), (f"pycache/{MOUNT.split('/')[1]}", 0o555)]
+        for name, mode in dirs:
             info = tarfile.TarInfo(name)
             info.type, info.mode = tarfile.DIRTYPE, mode
             info.uid = info.gid = PROTECTED_UID

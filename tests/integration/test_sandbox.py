@@ -1000,7 +1000,14 @@ def test_a_check_cannot_change_the_witness_or_a_protected_test_file(
 ) -> None:
     check = dataclasses.replace(
         spec(
-            build=["echo built > built.txt"],
+            build=[
+                "echo built > built.txt",
+                # bytecode for the tree's files or the witness: not the build's to write
+                '! mkdir -p "$PYTHONPYCACHEPREFIX/workspace/tests" 2>/dev/null',
+                '! mkdir -p "$PYTHONPYCACHEPREFIX/opt/proofgate" 2>/dev/null',
+                '! mv "$PYTHONPYCACHEPREFIX/workspace" "$PYTHONPYCACHEPREFIX/w" 2>/dev/null',
+                'mkdir -p "$PYTHONPYCACHEPREFIX/usr/lib"',  # the rest of the prefix is
+            ],
             test=[
                 # the witness: readable, not writable, not replaceable
                 "test -r /opt/proofgate/witness/proofgate_witness.py",
