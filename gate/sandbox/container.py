@@ -3,7 +3,9 @@
 A check runs like this (docs/security.md, "The clean room", says why):
 
 1. a fresh Docker volume (local driver, labeled `proofgate=1`) becomes `/workspace`, and
-   the daemon extracts the tree into it (`copy_in`);
+   the daemon extracts the tree into it (`copy_in`): through the check's first container,
+   or, when the volume must outlive a container, through the *holder* (a container of the
+   configured image in which nothing of the check ever runs) while the first one starts;
 2. setup and build run in a writable container; with `network: setup` and a non-empty
    `egress` allowlist, setup runs on the check's internal network whose only exit is the
    egress broker (`gate.sandbox.egress`), with the broker as DNS server and the proxy
@@ -16,9 +18,11 @@ A check runs like this (docs/security.md, "The clean room", says why):
    image (or from the configured image when there is nothing to commit) with a read-only
    root filesystem, fresh tmpfs mounts for /tmp and HOME, and the same volume, so no test
    command can change the files, the PATH, the site-packages or the processes a later
-   one runs with;
+   one runs with; a container is removed while the next one starts, and is gone before
+   the next command runs;
 4. after the last command the container is killed and removed, so every process of the
-   check has ended; then the daemon reads the report from the volume (`readback`);
+   check has ended; then the daemon reads the report from the volume (`readback`)
+   through the holder;
 5. containers, the temporary image and the volume are removed in a `finally`, then the
    broker and its network (`close_egress`).
 
@@ -116,7 +120,6 @@ class CheckRun:
         self.egress_environ = egress_environ  # where the test-only overrides come from
         self.user = ""
         self.home: str | None = None
-        self.pycache = ""
         self._ended_code: int | None = None
         self.t_started = 0.0
 
@@ -147,11 +150,11 @@ class CheckRun:
             if self.commit_labels is not None:
                 setup = envcache.encode_setup(phases)
                 self._commit_environment({**self.commit_labels, envcache.SETUP_LABEL: setup})
-        self._end_processes()  # SPEC §3.2: nothing of the check runs during read-back
+        read_back = test_ran and self.spec.junit is not None and error is None
+        # SPEC §3.2: nothing of the check runs during read-back
+        self._end_processes(keep_holder=read_back)
         egress = self.egress.finish() if self.egress is not None else None
-        junit = None
-        if test_ran and self.spec.junit is not None and error is None:
-            junit = self._read_junit(self.spec.junit)
+        junit = self._read_junit(self.spec.junit) if read_back and self.spec.junit else None
         return CheckResult(
             name=self.spec.name,
             image=self.image,
@@ -163,11 +166,13 @@ class CheckRun:
         )
 
     def _prepare(self, tree_tar: Callable[[], Iterator[bytes]]) -> str | None:
-        """Volume, first container, start, tree; a message when the check cannot start.
+        """Volumes, first container, start, tree; a message when the check cannot start.
 
         The volume is a tmpfs of the local driver: mounted while a container using it
-        runs, so the daemon extracts the tree into it through the started (idle) first
-        container, and it is always held by a running container until read-back.
+        runs, so the daemon extracts the tree into it through a started (idle) container,
+        and it is always held by a running container until read-back. Starting the
+        holder and the first container at once, and filling each volume through one of
+        them, takes one start off the check's path.
         """
         limits = self.spec.limits
         first = self.spec.phases[0][0] if self.spec.phases else Phase.TEST
@@ -226,16 +231,13 @@ class CheckRun:
             if first is Phase.TEST:
                 # unknown for a non-root user without HOME: no tmpfs there, read-only
                 self.home = env_home or (None if opened else "/root")
-            # the first container mounts proofgate's volume writable, for the daemon to fill
-            # it; with no setup or build, nothing in it is writable to the check
-            self._create(self.start_image, read_only=first is Phase.TEST, fill=True)
+            # the first container mounts proofgate's volume writable for the daemon to fill
+            # it: with no setup or build, nothing in it is writable to the check
+            held = self._needs_holder()
+            self.cid = self._create(self.start_image, read_only=first is Phase.TEST, fill=True)
+            self.writable = first is not Phase.TEST
             if first is not Phase.TEST:
                 self.home = env_home or self._passwd_home(self.container_id, opened)
-            self._start()
-            check_stop(self.stop)
-            with docker_errors("copy the witness into the container"):
-                data = witness.plugin_tar(writable_prefix=first is not Phase.TEST)
-                self.api.put_archive(self.container_id, witness.MOUNT, data)
             if differential.enabled(self.spec):
                 chosen = differential.trusted_selector(self.spec)
                 source = tree_tar
@@ -243,10 +245,41 @@ class CheckRun:
                 def tree_tar() -> Iterator[bytes]:
                     return tarprotect.protect(source(), chosen)
 
-            copy_tree(self.api, self.container_id, tree_tar, self.journal, check=self.spec.name)
+            cid = self.container_id
+
+            def fill_witness() -> None:
+                self._start(cid)
+                with docker_errors("copy the witness into the container"):
+                    data = witness.plugin_tar(writable_prefix=self.writable)
+                    self.api.put_archive(cid, witness.MOUNT, data)
+
+            if not held:
+                fill_witness()
+                check_stop(self.stop)
+                copy_tree(self.api, cid, tree_tar, self.journal, check=self.spec.name)
+            else:
+                # the daemon extracts the tree through the holder while the check's first
+                # container starts and gets the witness (nothing of the check runs yet)
+                holder = self._create(self.image.id, read_only=True, role="holder")
+                self.holder = holder
+
+                def fill_tree() -> None:
+                    self._start(holder)
+                    check_stop(self.stop)
+                    copy_tree(self.api, holder, tree_tar, self.journal, check=self.spec.name)
+
+                _concurrently(fill_tree, fill_witness)
         except (DockerRefused, EgressStartError) as e:
             return str(e)
         return None
+
+    def _needs_holder(self) -> bool:
+        """A test phase whose volume must outlive a container: after setup or build,
+        with more than one command, or with a report to read after the last one."""
+        tests = [c for p, c in self.spec.phases if p is Phase.TEST]
+        if not tests:
+            return False
+        return self.spec.junit is not None or len(self.spec.phases) > 1 or len(tests[0]) > 1
 
     def _passwd_home(self, container: str, opened: bool) -> str | None:
         """HOME of the check's user from the image's /etc/passwd, read by the daemon
@@ -261,7 +294,10 @@ class CheckRun:
                 return fields[5] or None
         return None
 
-    def _create(self, image: str, *, read_only: bool, fill: bool = False) -> None:
+    def _create(
+        self, image: str, *, read_only: bool, fill: bool = False, role: str = "check"
+    ) -> str:
+        """A container of the check (or with `role="holder"`, the holder); its id."""
         limits = self.spec.limits
         assert self.volume is not None  # noqa: S101 - created first
         tmpfs: dict[str, str] = {}
@@ -315,27 +351,28 @@ class CheckRun:
                 host_config=host_config,
                 network_disabled=False,
             )
-        self.cid = str(created["Id"])
-        self.writable = not read_only
-        self.pycache = PYCACHE_PREFIX
+        cid = str(created["Id"])
         self.journal.append(
             "container-created",
             check=self.spec.name,
-            container=self.cid[:12],
+            container=cid[:12],
             image=image,
             network="setup" if egress is not None else "none",
-            root="writable" if self.writable else "read-only",
+            root="read-only" if read_only else "writable",
+            role=role,
         )
+        return cid
 
-    def _start(self) -> None:
+    def _start(self, cid: str) -> None:
         with docker_errors("start the clean-room container"):
-            self.api.start(self.container_id)
-        if not self.t_started:
-            self.t_started = time.monotonic()
+            self.api.start(cid)
+        if not self.t_started and cid == self.cid:
+            self.t_started = time.monotonic()  # the check's first container
 
     def _to_test_container(self) -> str | None:
         """A new read-only container for the next test command; after build, from a
-        commit of the build container. A message when that fails."""
+        commit of the build container. The old one is removed while the new one starts:
+        both are gone or started before the command runs. A message when that fails."""
         try:
             if self.writable:
                 with docker_errors("snapshot the container after the build"):
@@ -346,10 +383,14 @@ class CheckRun:
                     )
                 self.temp_image = self.test_image = str(committed["Id"])
                 self.journal.append("image-committed", check=self.spec.name, image=self.temp_image)
-            self._hold()
-            self._remove_container()
-            self._create(self.test_image, read_only=True)
-            self._start()
+            old, self.cid = self.cid, None
+
+            def replace() -> None:
+                self.cid = self._create(self.test_image, read_only=True)
+                self.writable = False
+                self._start(self.cid)
+
+            _concurrently(replace, lambda: self._remove(old))
         except DockerRefused as e:
             return str(e)
         return None
@@ -408,28 +449,16 @@ class CheckRun:
             time.sleep(0.05)
         self.journal.append("container-removed", check=self.spec.name, container=cid[:12])
 
-    def _end_processes(self) -> None:
-        """Kill the last container of the check (the holder keeps the volume)."""
+    def _end_processes(self, *, keep_holder: bool) -> None:
+        """Kill the last container of the check; the holder too, unless it is kept to
+        read the report through."""
         try:
-            self._remove_container()
+            if keep_holder:
+                self._remove_container()
+            else:
+                _concurrently(self._remove_container, self._remove_holder)
         except DockerRefused as e:
             raise SandboxError(str(e)) from e
-
-    def _hold(self) -> None:
-        """Start the holder: a container from the configured image (in which nothing of
-        the check ever runs; it runs only the image's idle command) that keeps the volume
-        mounted while the check's containers are replaced, and through which the daemon
-        reads the report after the last of them is gone."""
-        if self.holder is not None:
-            return
-        current, writable, pycache = self.cid, self.writable, self.pycache
-        self.cid = None
-        try:
-            self._create(self.image.id, read_only=True)
-            self.holder = self.cid
-            self._start()
-        finally:
-            self.cid, self.writable, self.pycache = current, writable, pycache
 
     def remove(self, *, raise_on_failure: bool) -> None:
         """Remove what the check created: container, temporary image, volume.
@@ -438,21 +467,26 @@ class CheckRun:
             SandboxError: with `raise_on_failure`, something could not be removed.
         """
         failures: list[str] = []
-        steps: list[tuple[str, Callable[[], None]]] = [("container", self._remove_container)]
-        steps.append(("container", self._remove_holder))
-        if self.temp_image is not None:
-            steps.append(("image", self._remove_temp_image))
-        if self.volume is not None:
-            steps.append(("volume", self._remove_volume))
-        if self.witness_volume is not None:
-            steps.append(("volume", self._remove_witness_volume))
-        for what, step in steps:
+
+        def attempt(what: str, step: Callable[[], None]) -> None:
             try:
                 step()
             except SandboxError as e:
                 log.warning("could not remove the check's %s: %s", what, e)
                 self.journal.append("remove-failed", check=self.spec.name, what=what, error=str(e))
                 failures.append(f"{what}: {e}")
+
+        # the containers at once; the image and the volumes once both are gone
+        _concurrently(
+            lambda: attempt("container", self._remove_container),
+            lambda: attempt("container", self._remove_holder),
+        )
+        if self.temp_image is not None:
+            attempt("image", self._remove_temp_image)
+        if self.volume is not None:
+            attempt("volume", self._remove_volume)
+        if self.witness_volume is not None:
+            attempt("volume", self._remove_witness_volume)
         if failures and raise_on_failure:
             raise SandboxError(
                 "cannot remove what the check created (" + "; ".join(failures) + "). "
@@ -515,10 +549,6 @@ class CheckRun:
     ) -> tuple[list[CommandResult], str | None]:
         deadline = time.monotonic() + self.spec.limits.timeout
         results: list[CommandResult] = []
-        if phase is Phase.TEST and (
-            self.spec.junit is not None or self.writable or len(commands) > 1
-        ):
-            self._hold_or_fail()  # the volume must outlive the test phase's containers
         for command in commands:
             check_stop(self.stop)
             if phase is Phase.TEST and (self.writable or results):
@@ -530,12 +560,6 @@ class CheckRun:
             if error is not None or not result.ok:
                 return results, error
         return results, None
-
-    def _hold_or_fail(self) -> None:
-        try:
-            self._hold()
-        except DockerRefused as e:
-            raise SandboxError(str(e)) from e
 
     def _run_command(
         self, phase: Phase, argv: tuple[str, ...], deadline: float
@@ -549,7 +573,7 @@ class CheckRun:
         timed_out = False
         oom = False
         error: str | None = None
-        environment = [f"PYTHONPYCACHEPREFIX={self.pycache}"]
+        environment = [f"PYTHONPYCACHEPREFIX={PYCACHE_PREFIX}"]
         if phase is Phase.TEST:
             environment.append("PYTHONNOUSERSITE=1")
             environment.extend(witness.test_environment(self.env))
@@ -708,6 +732,43 @@ class CheckRun:
             return None
         assert self.holder is not None  # noqa: S101 - started with the test phase
         return read_report(self.api, self.holder, path, self.journal, check=self.spec.name)
+
+
+class _Background:
+    """Daemon requests in a thread of their own; `join` re-raises what they raised."""
+
+    def __init__(self, step: Callable[[], None]) -> None:
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(step,), daemon=True)
+        self._thread.start()
+
+    def _run(self, step: Callable[[], None]) -> None:
+        try:
+            step()
+        except BaseException as e:  # noqa: BLE001 - handed to the joining thread
+            self._error = e
+
+    def join(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
+def _concurrently(first: Callable[[], None], *rest: Callable[[], None]) -> None:
+    """Run independent daemon requests at once; after all ended, raise the first error."""
+    others = [_Background(step) for step in rest]
+    errors: list[BaseException] = []
+    try:
+        first()
+    except BaseException as e:  # noqa: BLE001 - raised below, after the others ended
+        errors.append(e)
+    for other in others:
+        try:
+            other.join()
+        except BaseException as e:  # noqa: BLE001 - likewise
+            errors.append(e)
+    if errors:
+        raise errors[0]
 
 
 def _non_root(user: str) -> bool:

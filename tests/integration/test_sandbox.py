@@ -148,8 +148,11 @@ def test_exit_codes_recorded_and_failure_stops_the_check(
     assert [c.exit_code for c in result.phases[1].commands] == [3]
     assert not result.phases[1].ok
     kinds = [e["kind"] for e in journal.events()]
-    # the workspace, then proofgate's own (gate/sandbox/witness.py)
-    assert kinds[:4] == ["volume-created"] * 2 + ["container-created", "tree-copied"]
+    # the workspace, then proofgate's own (gate/sandbox/witness.py); the check's first
+    # container and the holder through which the daemon fills them
+    assert kinds[:5] == ["volume-created"] * 2 + ["container-created"] * 2 + ["tree-copied"]
+    roles = [e["data"]["role"] for e in journal.events() if e["kind"] == "container-created"]
+    assert roles[:2] == ["check", "holder"]
     assert kinds[-1] == "volume-removed"
     assert kinds.count("command-finished") == 3
 
