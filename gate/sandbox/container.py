@@ -63,7 +63,7 @@ from gate.model import (
     PhaseResult,
     Sha256,
 )
-from gate.sandbox import envcache, witness
+from gate.sandbox import bytecode, envcache, witness
 from gate.sandbox.copy_in import WORKSPACE, close_iterator, copy_tree
 from gate.sandbox.egress import EgressBroker, EgressStartError
 from gate.sandbox.errors import DockerRefused, daemon_gone, docker_errors, is_transport_error
@@ -249,8 +249,11 @@ class CheckRun:
 
             def fill_witness() -> None:
                 self._start(cid)
+                # the image's own bytecode, linked into the prefix (gate/sandbox/bytecode.py)
+                found = bytecode.listing(self.api, cid, self.start_image, limits.user or "")
+                self.journal.append("bytecode-linked", check=self.spec.name, files=len(found))
                 with docker_errors("copy the witness into the container"):
-                    data = witness.plugin_tar(writable_prefix=self.writable)
+                    data = witness.plugin_tar(writable_prefix=self.writable, bytecode=found)
                     self.api.put_archive(cid, witness.MOUNT, data)
 
             if not held:

@@ -18,10 +18,11 @@ import io
 import json
 import tarfile
 from dataclasses import dataclass, field
-from functools import cache
+from functools import lru_cache
 from importlib import resources
 
 from gate.model import WitnessSession
+from gate.sandbox.bytecode import farm_entries
 from gate.sandbox.copy_in import WORKSPACE
 from gate.tarprotect import PROTECTED_UID
 
@@ -126,14 +127,15 @@ class Scanner:
             self.problems.append(text)
 
 
-@cache
-def plugin_tar(*, writable_prefix: bool) -> bytes:
+@lru_cache(maxsize=8)
+def plugin_tar(*, writable_prefix: bool, bytecode: tuple[str, ...] = ()) -> bytes:
     """The volume's content: `witness/` with the plugin (read-only) and `pycache/`, all
     owned by `PROTECTED_UID`; `pycache/` is 1777 for a check with setup or build (whose
-    test containers mount the volume read-only), 0555 otherwise."""
+    test containers mount the volume read-only), 0555 otherwise. In the prefix, a link
+    to each of the image's `bytecode` files (gate/sandbox/bytecode.py)."""
     source = resources.files("gate.sandbox").joinpath("witness_plugin.py").read_bytes()
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         # The prefix maps a source's absolute path into itself: `pycache/workspace` and
         # `pycache/opt` are not the check's, so setup and build (the change's code) cannot
         # plant bytecode for a test file of the tree or for the witness that a test
@@ -150,6 +152,9 @@ def plugin_tar(*, writable_prefix: bool) -> bytes:
         info.uid = info.gid = PROTECTED_UID
         info.mtime = 1
         tar.addfile(info, io.BytesIO(source))
+        name = PYCACHE.removeprefix(MOUNT + "/")
+        for member in farm_entries(bytecode, prefix=name, writable=writable_prefix):
+            tar.addfile(member)
     return buf.getvalue()
 
 

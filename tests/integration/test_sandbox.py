@@ -149,8 +149,10 @@ def test_exit_codes_recorded_and_failure_stops_the_check(
     assert not result.phases[1].ok
     kinds = [e["kind"] for e in journal.events()]
     # the workspace, then proofgate's own (gate/sandbox/witness.py); the check's first
-    # container and the holder through which the daemon fills them
-    assert kinds[:5] == ["volume-created"] * 2 + ["container-created"] * 2 + ["tree-copied"]
+    # container and the holder, through which the daemon fills them at once
+    first = kinds.index("command-started")
+    assert kinds[:4] == ["volume-created"] * 2 + ["container-created"] * 2
+    assert sorted(kinds[4:first]) == ["bytecode-linked", "tree-copied"]
     roles = [e["data"]["role"] for e in journal.events() if e["kind"] == "container-created"]
     assert roles[:2] == ["check", "holder"]
     assert kinds[-1] == "volume-removed"
@@ -737,6 +739,38 @@ def test_test_phase_runs_read_only_after_a_writable_build(
     with pytest.raises(docker.errors.ImageNotFound):  # removed with the check
         docker_client.images.get(str(committed["data"]["image"]))  # type: ignore[index]
     assert kinds[-1] == "volume-removed"
+
+
+_IMAGE_BYTECODE = (
+    "import importlib.util as u, json, os, sys; p = u.cache_from_source(json.__file__); "
+    "assert p.startswith(os.environ['PYTHONPYCACHEPREFIX'] + '/'), p; "
+    "target = os.path.join(os.path.dirname(json.__file__), '__pycache__', os.path.basename(p)); "
+    "assert os.path.islink(p) and os.readlink(p) == target, p; "
+    "assert sys.modules['json'].__spec__.cached == p"
+)
+
+
+@pytest.mark.parametrize("build", [None, ["true"]], ids=["test-only", "after-build"])
+def test_the_images_own_bytecode_is_linked_into_the_prefix(
+    sandbox: DockerSandbox, image: ImageRef, build: list[str] | None
+) -> None:
+    """A test command imports the standard library from the image's bytecode, not from a
+    fresh compile; nothing of the tree or the witness is linked."""
+    result, journal = run(
+        sandbox,
+        image,
+        spec(
+            build=build,
+            test=[
+                f'python3 -c "{_IMAGE_BYTECODE}"',
+                'test -z "$(ls -A "$PYTHONPYCACHEPREFIX/workspace")"',
+                'test -z "$(find "$PYTHONPYCACHEPREFIX/opt" -mindepth 1 -path "*proofgate*")"',
+            ],
+        ),
+    )
+    assert result.phases[-1].ok, [c.log_tail for c in result.phases[-1].commands]
+    linked = next(e for e in journal.events() if e["kind"] == "bytecode-linked")
+    assert int(linked["data"]["files"]) > 100  # type: ignore[index,call-overload]
 
 
 def test_a_test_command_cannot_leave_a_process_for_the_next(

@@ -1,0 +1,198 @@
+"""The image's own bytecode, reachable through the prefix: one symlink per `.pyc`.
+
+Every command runs with `PYTHONPYCACHEPREFIX` (never the tree's `__pycache__`), and with
+a prefix Python looks for the bytecode of *every* module there only. A fresh prefix per
+check therefore made each test command compile the standard library and every installed
+package it imports, although the image carries that bytecode beside the sources (about
+0.6 s of click's suite). So before anything of the check runs, proofgate lists the
+`__pycache__/*.pyc` files under the image's `sys.path` (`python3 -I -B` in the check's
+first container: isolated from the environment, writing nothing; once per image id,
+cached in `$XDG_CACHE_HOME/proofgate/bytecode`), and the prefix gets for each one a
+symlink `pycache/D/M.cpython-311.pyc -> D/__pycache__/M.cpython-311.pyc`.
+
+Why a link decides nothing:
+- Python checks the bytecode against its source as always (mtime and size, or hash);
+  bytecode for a changed source is compiled again.
+- A link leads into the root filesystem, which setup and build can change anyway (they
+  run with it writable, and the test phase starts from their commit): a link changes
+  which of its files Python reads, never a file the change cannot already write. Nothing
+  under `/workspace` or `/opt/proofgate` is ever linked, and those parts of the prefix
+  stay proofgate's (gate/sandbox/witness.py), so the base's tests and the witness
+  always run from their sources. A listing that lies (from an image setup made, the
+  environment cache) can do no more: every path is checked here before it is linked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import posixpath
+import tarfile
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from docker import APIClient
+
+from gate.sandbox.errors import DockerRefused, docker_errors
+
+log = logging.getLogger("gate.sandbox")
+
+__all__ = ["LISTING", "farm_entries", "links", "listing"]
+
+# Run as `python3 -I -B -c LISTING`: NUL-separated absolute paths, nothing written.
+LISTING = r"""
+import os, sys
+skip = ("/workspace", "/opt/proofgate", "/proc", "/sys", "/dev", "/tmp")
+seen, out = set(), []
+for entry in sys.path:
+    if not entry.startswith("/") or entry == "/" or not os.path.isdir(entry):
+        continue
+    if any(entry == s or entry.startswith(s + "/") for s in skip):
+        continue
+    for d, dirs, files in os.walk(entry):
+        if os.path.basename(d) != "__pycache__":
+            continue
+        for f in files:
+            p = os.path.join(d, f)
+            if f.endswith(".pyc") and p not in seen and len(out) < 200000:
+                seen.add(p)
+                out.append(p)
+sys.stdout.write("\0".join(out))
+"""
+_MAX_OUTPUT = 32 << 20
+_MAX_FILES = 200_000
+_LIST_S = 20.0  # a listing that takes longer is given up (the check goes on without it)
+_PROTECTED = ("/workspace", "/opt/proofgate")
+_SYSTEM = ("/proc", "/sys", "/dev", "/tmp")  # noqa: S108 - paths in the container
+_lock = threading.Lock()
+_known: dict[str, tuple[str, ...]] = {}
+
+
+def links(raw: bytes) -> tuple[str, ...]:
+    """The paths of a listing that may be linked, in order, each once. A path qualifies
+    when it is absolute, normal, a `.pyc` directly in a `__pycache__` directory, and
+    outside `/workspace`, `/opt/proofgate` and the kernel's and scratch file systems."""
+    out: dict[str, None] = {}
+    for item in raw.split(b"\0"):
+        if len(out) >= _MAX_FILES:
+            break
+        try:
+            path = item.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if (
+            not path.startswith("/")
+            or posixpath.normpath(path) != path
+            or "\n" in path
+            or len(path) > 1024
+            or not path.endswith(".pyc")
+            or posixpath.basename(posixpath.dirname(path)) != "__pycache__"
+            or any(path.startswith(p + "/") for p in _PROTECTED + _SYSTEM)
+            or path.count("/") < 3
+        ):
+            continue
+        out[path] = None
+    return tuple(out)
+
+
+def farm_entries(paths: Iterable[str], *, prefix: str, writable: bool) -> Iterator[tarfile.TarInfo]:
+    """The prefix's directories and links for `paths` (from `links`), as members of a tar
+    extracted at the prefix's parent (`prefix` is the prefix's name there, e.g.
+    "pycache"). Directories are 0777 when setup or build may add bytecode, else 0555;
+    `prefix` itself, `prefix/workspace` and `prefix/opt` are not among them (the
+    witness's part of the archive sets those)."""
+    reserved = {prefix, f"{prefix}/workspace", f"{prefix}/opt"}
+    made: set[str] = set(reserved)
+    for path in paths:
+        source_dir = posixpath.dirname(posixpath.dirname(path))
+        name = f"{prefix}{source_dir}/{posixpath.basename(path)}"
+        parts = posixpath.dirname(name).split("/")
+        for depth in range(2, len(parts) + 1):
+            directory = "/".join(parts[:depth])
+            if directory in made:
+                continue
+            made.add(directory)
+            info = tarfile.TarInfo(directory)
+            info.type, info.mode = tarfile.DIRTYPE, 0o777 if writable else 0o555
+            yield info
+        info = tarfile.TarInfo(name)
+        info.type, info.linkname, info.mode = tarfile.SYMTYPE, path, 0o777
+        yield info
+
+
+def listing(api: APIClient, container: str, image_id: str, user: str) -> tuple[str, ...]:
+    """The image's bytecode files to link (see `links`): from the cache, or listed in
+    `container` (started, nothing of the check run in it yet). An image without
+    `python3`, a listing that fails or takes too long: nothing (and a warning)."""
+    with _lock:
+        known = _known.get(image_id)
+    if known is not None:
+        return known
+    cached = _cache_file(image_id)
+    try:
+        found = links(cached.read_bytes())
+    except OSError:
+        raw = _list(api, container, user)
+        if raw is None:
+            return ()
+        found = links(raw)
+        _store(cached, "\0".join(found).encode())
+    with _lock:
+        _known[image_id] = found
+    return found
+
+
+def _list(api: APIClient, container: str, user: str) -> bytes | None:
+    argv = ["python3", "-I", "-B", "-c", LISTING]
+    try:
+        with docker_errors("list the image's bytecode"):
+            exec_id = api.exec_create(container, argv, stdout=True, stderr=False, user=user)["Id"]
+            stream = api.exec_start(exec_id, stream=True, demux=True)
+    except DockerRefused as e:
+        log.warning("cannot list the image's bytecode: %s", e)
+        return None
+    out = bytearray()
+
+    def read() -> None:
+        with contextlib.suppress(Exception):
+            for stdout, _ in stream:
+                out.extend(stdout or b"")
+                if len(out) > _MAX_OUTPUT:
+                    return
+
+    reader = threading.Thread(target=read, name="proofgate-bytecode", daemon=True)
+    reader.start()
+    reader.join(_LIST_S)
+    if reader.is_alive():
+        log.warning("listing the image's bytecode took over %.0f s: skipped", _LIST_S)
+        return None
+    try:
+        with docker_errors("read the bytecode listing's exit status"):
+            code = api.exec_inspect(exec_id).get("ExitCode")
+    except DockerRefused:
+        return None
+    if code != 0 or len(out) > _MAX_OUTPUT:
+        return b"" if code in (126, 127) else None  # no python3: nothing to link, ever
+    return bytes(out)
+
+
+def _cache_file(image_id: str) -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    name = image_id.replace(":", "-")
+    if not name.replace("-", "").isalnum():
+        name = "invalid"
+    return Path(root) / "proofgate" / "bytecode" / name
+
+
+def _store(path: Path, data: bytes) -> None:
+    """Atomically, best effort: a cache that cannot be written is only slower."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as f:
+            f.write(data)
+        Path(f.name).replace(path)
+    except OSError as e:
+        log.info("cannot cache the bytecode listing: %s", e)

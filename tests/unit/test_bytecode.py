@@ -1,0 +1,103 @@
+"""The image's bytecode linked into the prefix (gate/sandbox/bytecode.py): what a
+listing may link, and the archive that links it."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from gate.sandbox import bytecode, witness
+
+STDLIB = "/usr/lib/python3.11/__pycache__/json.cpython-311.pyc"
+
+
+def test_a_listing_links_only_bytecode_outside_the_tree_and_proofgate() -> None:
+    raw = b"\0".join(
+        p.encode() if isinstance(p, str) else p
+        for p in (
+            STDLIB,
+            "/usr/local/lib/python3.11/dist-packages/pkg/__pycache__/m.cpython-311.pyc",
+            STDLIB,  # once
+            "/workspace/tests/__pycache__/test_a.cpython-311.pyc",  # the tree's
+            "/opt/proofgate/witness/__pycache__/proofgate_witness.cpython-311.pyc",
+            "/tmp/__pycache__/x.cpython-311.pyc",
+            "/proc/self/root/usr/__pycache__/x.cpython-311.pyc",
+            "usr/lib/__pycache__/relative.cpython-311.pyc",
+            "/usr/lib/python3.11/../../workspace/__pycache__/up.cpython-311.pyc",
+            "/usr/lib/python3.11/json.py",  # not bytecode
+            "/usr/lib/python3.11/json.cpython-311.pyc",  # not in __pycache__
+            "/__pycache__/root.cpython-311.pyc",
+            "/usr/lib/__pycache__/new\nline.cpython-311.pyc",
+            b"/usr/lib/__pycache__/\xff.cpython-311.pyc",
+            "",
+        )
+    )
+    assert bytecode.links(raw) == (
+        STDLIB,
+        "/usr/local/lib/python3.11/dist-packages/pkg/__pycache__/m.cpython-311.pyc",
+    )
+
+
+def test_each_file_is_linked_where_the_prefix_looks_for_it() -> None:
+    members = list(
+        bytecode.farm_entries(
+            [STDLIB, "/opt/venv/lib/__pycache__/a.cpython-311.pyc"], prefix="pycache", writable=True
+        )
+    )
+    dirs = {m.name: m.mode for m in members if m.isdir()}
+    links = {m.name: m.linkname for m in members if m.issym()}
+    assert links == {
+        "pycache/usr/lib/python3.11/json.cpython-311.pyc": STDLIB,
+        "pycache/opt/venv/lib/a.cpython-311.pyc": "/opt/venv/lib/__pycache__/a.cpython-311.pyc",
+    }
+    # every parent once, before its links; never the parts of the prefix that are not the
+    # check's (the witness's archive sets those)
+    assert dirs == {
+        "pycache/usr": 0o777,
+        "pycache/usr/lib": 0o777,
+        "pycache/usr/lib/python3.11": 0o777,
+        "pycache/opt/venv": 0o777,
+        "pycache/opt/venv/lib": 0o777,
+    }
+    names = [m.name for m in members]
+    assert names.index("pycache/usr/lib/python3.11") < names.index(
+        "pycache/usr/lib/python3.11/json.cpython-311.pyc"
+    )
+    read_only = bytecode.farm_entries([STDLIB], prefix="pycache", writable=False)
+    assert {m.mode for m in read_only if m.isdir()} == {0o555}
+
+
+def test_the_witness_volume_carries_the_links(tmp_path: Path) -> None:
+    data = witness.plugin_tar(writable_prefix=True, bytecode=(STDLIB,))
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+    link = members["pycache/usr/lib/python3.11/json.cpython-311.pyc"]
+    assert link.issym()
+    assert link.linkname == STDLIB
+    assert (link.uid, members["pycache/usr"].uid) == (0, 0)
+    for protected in ("witness", "pycache/workspace", "pycache/opt"):
+        assert members[protected].mode == 0o555
+        assert members[protected].uid == witness.PROTECTED_UID
+    assert members["pycache"].mode == 0o1777
+    assert "pycache/workspace" in members
+    assert not any(n.startswith("pycache/workspace/") for n in members)
+
+
+def test_a_cached_listing_is_read_back_through_the_same_checks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    image = "sha256:" + "ab" * 32
+    cache = tmp_path / "proofgate" / "bytecode" / image.replace(":", "-")
+    cache.parent.mkdir(parents=True)
+    cache.write_bytes(b"\0".join([STDLIB.encode(), b"/workspace/__pycache__/t.cpython-311.pyc"]))
+    monkeypatch.setattr(bytecode, "_known", {})
+
+    def never(*_: object) -> None:
+        raise AssertionError("listed although the listing is cached")
+
+    monkeypatch.setattr(bytecode, "_list", never)
+    assert bytecode.listing(None, "container", image, "") == (STDLIB,)  # type: ignore[arg-type]
