@@ -7,7 +7,12 @@ written to /dev/null. Prints the medians and the ratio (goal: <= 1.0x). A small 
 repository.
 
     python -m benchmarks.materialize [--files 50000] [--small 2000] [--repeats 5]
-                                     [--repo PATH --tree REV]
+                                     [--repo PATH --tree REV] [--extract]
+
+`--extract` times the whole materialization instead (needs Docker and the local image
+proofgate/cleanroom:latest): the tree streamed and extracted by the daemon into a fresh
+tmpfs volume through a started container (what a check does; the container's start is
+not timed), against `git archive | tar -x` into a fresh directory of a tmpfs (/dev/shm).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -102,6 +108,68 @@ def measure(repo_path: Path, tree: str, repeats: int) -> None:
     print(f"ratio per check  / git archive = {mw / mg:.2f}x (goal <= 1.0x)")
 
 
+def time_extract_ours(git: GitRepository, tree: str) -> float:
+    """archive() extracted by the daemon into a fresh tmpfs volume, as copy-in does."""
+    import docker  # only for --extract
+
+    api = docker.APIClient()
+    labels = {"proofgate.benchmark": "materialize"}
+    volume = api.create_volume(
+        driver="local",
+        driver_opts={"type": "tmpfs", "device": "tmpfs", "o": "size=2g,mode=0777"},
+        labels=labels,
+    )["Name"]
+    mounts = [docker.types.Mount("/workspace", volume, type="volume", no_copy=True)]
+    cid = api.create_container(
+        "proofgate/cleanroom:latest",
+        entrypoint=["sleep", "infinity"],
+        labels=labels,
+        host_config=api.create_host_config(network_mode="none", mounts=mounts),
+    )["Id"]
+    try:
+        api.start(cid)
+        t0 = time.perf_counter()
+        api.put_archive(cid, "/workspace", git.archive(TreeId(tree), umask=0))
+        return time.perf_counter() - t0
+    finally:
+        api.remove_container(cid, force=True)
+        api.remove_volume(volume, force=True)
+
+
+def time_extract_git(repo_path: Path, tree: str) -> float:
+    """`git archive | tar -x` into a fresh directory of a tmpfs."""
+    target = Path(tempfile.mkdtemp(prefix="bench-extract-", dir="/dev/shm"))
+    try:
+        t0 = time.perf_counter()
+        git = subprocess.Popen(
+            ["git", "archive", "--format=tar", tree], cwd=repo_path, stdout=subprocess.PIPE
+        )
+        subprocess.run(["tar", "-x", "-C", str(target)], stdin=git.stdout, check=True)
+        if git.stdout is not None:
+            git.stdout.close()
+        if git.wait() != 0:
+            raise SystemExit("git archive failed")
+        return time.perf_counter() - t0
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def measure_extract(repo_path: Path, tree: str, repeats: int) -> None:
+    ours: list[float] = []
+    theirs: list[float] = []
+    with GitRepository(repo_path) as git:
+        time_ours(git, tree)  # the safety walk and the page cache, for both
+        time_extract_git(repo_path, tree)
+        for _ in range(repeats):
+            ours.append(time_extract_ours(git, tree))
+            theirs.append(time_extract_git(repo_path, tree))
+    mo, mg = statistics.median(ours), statistics.median(theirs)
+    print(f"tree {tree}: {os.cpu_count()} CPUs")
+    print(f"archive() -> daemon -> tmpfs volume: median {mo * 1000:7.1f} ms")
+    print(f"git archive | tar -x -> tmpfs:      median {mg * 1000:7.1f} ms")
+    print(f"ratio = {mo / mg:.2f}x (goal <= 1.0x)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=50_000)
@@ -109,7 +177,9 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--repo", type=Path, help="use an existing repository instead")
     ap.add_argument("--tree", default="HEAD", help="revision whose tree to stream (--repo)")
+    ap.add_argument("--extract", action="store_true", help="time extraction into a tmpfs too")
     args = ap.parse_args()
+    run = measure_extract if args.extract else measure
     with tempfile.TemporaryDirectory(prefix="proofgate-bench-") as tmp:
         if args.repo:
             repo_path = args.repo
@@ -123,12 +193,12 @@ def main() -> int:
             print(
                 f"generated {args.files} files in {time.perf_counter() - t0:.1f}s", file=sys.stderr
             )
-        measure(repo_path, tree, args.repeats)
+        run(repo_path, tree, args.repeats)
         if args.small:
             small_path = Path(tmp) / "small"
             small = generate(small_path, args.small, seed=2)
             print(f"-- small tree, {args.small} files")
-            measure(small_path, small, max(args.repeats, 11))
+            run(small_path, small, max(args.repeats, 11))
     return 0
 
 

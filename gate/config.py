@@ -39,6 +39,7 @@ from gate.policy.paths import glob_problem
 # The broker file is stdlib-only and pure outside its `main`: the same parser that the
 # broker matches with validates the configuration, so the two cannot disagree.
 from gate.sandbox.egress_broker import parse_entry as parse_egress_entry
+from gate.tarprotect import PROTECTED_UID
 
 DEFAULT_CONFIG_PATH = ".github/proofgate.yml"
 DEFAULT_IMAGE = "python:3.12-slim"
@@ -276,6 +277,26 @@ def _check_egress(source: str, doc: Mapping[str, object]) -> None:
                 ) from e
 
 
+def _check_user(source: str, doc: Mapping[str, object]) -> None:
+    """`user` never names proofgate's own uid or gid, which owns what a check may read
+    but not change (the witness, a differential's trusted files: gate/tarprotect.py)."""
+    places: list[tuple[str, object]] = [("defaults", doc.get("defaults", {}))]
+    places += [(f"checks[{i}]", c) for i, c in enumerate(cast(list[object], doc["checks"]))]
+    for where, raw in places:
+        user = cast(Mapping[str, object], raw).get("user")
+        if user is None:
+            continue
+        ids = str(user).split(":")
+        if any(part.isdigit() and int(part) == PROTECTED_UID for part in ids):
+            raise ConfigError(
+                source,
+                f"{where}.user",
+                expected=f"a user and group other than {PROTECTED_UID} (proofgate's own: it "
+                "owns the files a check may read but not change)",
+                got=_show(user),
+            )
+
+
 def _differential(
     raw: Mapping[str, object], has_junit: bool, source: str, i: int
 ) -> tuple[tuple[str, ...], DifferentialMode]:
@@ -331,6 +352,7 @@ def load_config(data: bytes, *, source: str, known_rules: frozenset[str] | None 
         raise ConfigError(source, key_path, expected=expected, got=got)
 
     _check_egress(source, doc)
+    _check_user(source, doc)
     defaults = cast(Mapping[str, object], doc.get("defaults", {}))
     checks: list[CheckSpec] = []
     names: set[str] = set()

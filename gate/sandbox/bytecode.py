@@ -5,10 +5,12 @@ a prefix Python looks for the bytecode of *every* module there only. A fresh pre
 check therefore made each test command compile the standard library and every installed
 package it imports, although the image carries that bytecode beside the sources (about
 0.6 s of click's suite). So before anything of the check runs, proofgate lists the
-`__pycache__/*.pyc` files under the image's `sys.path` (`python3 -I -B` in the check's
-first container: isolated from the environment, writing nothing; once per image id,
-cached in `$XDG_CACHE_HOME/proofgate/bytecode`), and the prefix gets for each one a
-symlink `pycache/D/M.cpython-311.pyc -> D/__pycache__/M.cpython-311.pyc`.
+`__pycache__/*.pyc` files under the configured image's `sys.path` and site directories
+(`python3 -I -S -B` in a container of that image in which nothing of the check runs:
+no environment, no `.pth` file, nothing written; once per image id, cached in
+`$XDG_CACHE_HOME/proofgate/bytecode`), and the prefix gets for each one a
+symlink `pycache/D/M.cpython-311.pyc -> D/__pycache__/M.cpython-311.pyc`, owned like the
+witness by `PROTECTED_UID`.
 
 Why a link decides nothing:
 - Python checks the bytecode against its source as always (mtime and size, or hash);
@@ -18,8 +20,9 @@ Why a link decides nothing:
   which of its files Python reads, never a file the change cannot already write. Nothing
   under `/workspace` or `/opt/proofgate` is ever linked, and those parts of the prefix
   stay proofgate's (gate/sandbox/witness.py), so the base's tests and the witness
-  always run from their sources. A listing that lies (from an image setup made, the
-  environment cache) can do no more: every path is checked here before it is linked.
+  always run from their sources. The listing comes from the configured image only (never
+  from an environment setup made), and every path is checked here before it is linked
+  anyway: no `//`, `..` or reserved part, no link where a directory goes.
 """
 
 from __future__ import annotations
@@ -31,24 +34,28 @@ import posixpath
 import tarfile
 import tempfile
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from docker import APIClient
 
 from gate.sandbox.errors import DockerRefused, docker_errors
+from gate.tarprotect import PROTECTED_UID
 
 log = logging.getLogger("gate.sandbox")
 
 __all__ = ["LISTING", "farm_entries", "links", "listing"]
 
-# Run as `python3 -I -B -c LISTING`: NUL-separated absolute paths, nothing written.
+# Run as `python3 -I -S -B -c LISTING`: no environment, no `.pth` file processed, nothing
+# written; prints NUL-separated absolute paths.
 LISTING = r"""
-import os, sys
+import os, sys, site
 skip = ("/workspace", "/opt/proofgate", "/proc", "/sys", "/dev", "/tmp")
 seen, out = set(), []
-for entry in sys.path:
-    if not entry.startswith("/") or entry == "/" or not os.path.isdir(entry):
+for entry in sys.path + site.getsitepackages():
+    entry = os.path.normpath(entry) if entry.startswith("/") else ""
+    if not entry or entry == "/" or not os.path.isdir(entry):
         continue
     if any(entry == s or entry.startswith(s + "/") for s in skip):
         continue
@@ -57,13 +64,16 @@ for entry in sys.path:
             continue
         for f in files:
             p = os.path.join(d, f)
-            if f.endswith(".pyc") and p not in seen and len(out) < 200000:
+            if f.endswith(".pyc") and p not in seen and len(out) < 20000:
                 seen.add(p)
                 out.append(p)
 sys.stdout.write("\0".join(out))
 """
-_MAX_OUTPUT = 32 << 20
-_MAX_FILES = 200_000
+_MAX_OUTPUT = 8 << 20
+_MAX_FILES = 20_000
+_MAX_PATH = 512
+_MAX_PART = 255
+_MAX_DEPTH = 32
 _LIST_S = 20.0  # a listing that takes longer is given up (the check goes on without it)
 _PROTECTED = ("/workspace", "/opt/proofgate")
 _SYSTEM = ("/proc", "/sys", "/dev", "/tmp")  # noqa: S108 - paths in the container
@@ -73,8 +83,9 @@ _known: dict[str, tuple[str, ...]] = {}
 
 def links(raw: bytes) -> tuple[str, ...]:
     """The paths of a listing that may be linked, in order, each once. A path qualifies
-    when it is absolute, normal, a `.pyc` directly in a `__pycache__` directory, and
-    outside `/workspace`, `/opt/proofgate` and the kernel's and scratch file systems."""
+    when it is absolute and normal (no `//`, `.` or `..` part), a `.pyc` directly in a
+    `__pycache__` directory, of bounded length and depth, and outside `/workspace`,
+    `/opt/proofgate` and the kernel's and scratch file systems."""
     out: dict[str, None] = {}
     for item in raw.split(b"\0"):
         if len(out) >= _MAX_FILES:
@@ -83,15 +94,18 @@ def links(raw: bytes) -> tuple[str, ...]:
             path = item.decode("utf-8")
         except UnicodeDecodeError:
             continue
+        parts = path.split("/")
         if (
             not path.startswith("/")
             or posixpath.normpath(path) != path
-            or "\n" in path
-            or len(path) > 1024
+            or "" in parts[1:]
+            or any(not p.isprintable() or len(p.encode()) > _MAX_PART for p in parts)
+            or len(path) > _MAX_PATH
+            or len(parts) > _MAX_DEPTH
             or not path.endswith(".pyc")
-            or posixpath.basename(posixpath.dirname(path)) != "__pycache__"
+            or parts[-2:-1] != ["__pycache__"]
             or any(path.startswith(p + "/") for p in _PROTECTED + _SYSTEM)
-            or path.count("/") < 3
+            or len(parts) < 4
         ):
             continue
         out[path] = None
@@ -101,32 +115,45 @@ def links(raw: bytes) -> tuple[str, ...]:
 def farm_entries(paths: Iterable[str], *, prefix: str, writable: bool) -> Iterator[tarfile.TarInfo]:
     """The prefix's directories and links for `paths` (from `links`), as members of a tar
     extracted at the prefix's parent (`prefix` is the prefix's name there, e.g.
-    "pycache"). Directories are 0777 when setup or build may add bytecode, else 0555;
-    `prefix` itself, `prefix/workspace` and `prefix/opt` are not among them (the
-    witness's part of the archive sets those)."""
+    "pycache"), all owned by `PROTECTED_UID`: directories are 0777 when setup or build
+    may add bytecode, else 0555, so no test command can change them. `prefix` itself,
+    `prefix/workspace` and `prefix/opt` are not among them (the witness's part of the
+    archive sets those), nothing goes under `prefix/workspace` or `prefix/opt/proofgate`,
+    and no link has the name of a directory: no member is extracted through a link."""
     reserved = {prefix, f"{prefix}/workspace", f"{prefix}/opt"}
-    made: set[str] = set(reserved)
+    forbidden = (f"{prefix}/workspace/", f"{prefix}/opt/proofgate/", f"{prefix}/opt/proofgate")
+    dirs: dict[str, None] = {}
+    farm: dict[str, str] = {}
     for path in paths:
         source_dir = posixpath.dirname(posixpath.dirname(path))
         name = f"{prefix}{source_dir}/{posixpath.basename(path)}"
+        if name.startswith(forbidden):
+            continue
         parts = posixpath.dirname(name).split("/")
         for depth in range(2, len(parts) + 1):
-            directory = "/".join(parts[:depth])
-            if directory in made:
-                continue
-            made.add(directory)
-            info = tarfile.TarInfo(directory)
-            info.type, info.mode = tarfile.DIRTYPE, 0o777 if writable else 0o555
-            yield info
+            dirs.setdefault("/".join(parts[:depth]))
+        farm[name] = path
+    for directory in dirs:
+        if directory in reserved:
+            continue
+        info = tarfile.TarInfo(directory)
+        info.type, info.mode = tarfile.DIRTYPE, 0o777 if writable else 0o555
+        info.uid = info.gid = PROTECTED_UID
+        yield info
+    for name, target in farm.items():
+        if name in dirs:
+            continue
         info = tarfile.TarInfo(name)
-        info.type, info.linkname, info.mode = tarfile.SYMTYPE, path, 0o777
+        info.type, info.linkname, info.mode = tarfile.SYMTYPE, target, 0o777
+        info.uid = info.gid = PROTECTED_UID
         yield info
 
 
 def listing(api: APIClient, container: str, image_id: str, user: str) -> tuple[str, ...]:
-    """The image's bytecode files to link (see `links`): from the cache, or listed in
-    `container` (started, nothing of the check run in it yet). An image without
-    `python3`, a listing that fails or takes too long: nothing (and a warning)."""
+    """The bytecode files of the image `image_id` to link (see `links`): from the cache,
+    or listed in `container`, a started container of that image (the configured one) in
+    which nothing of the check has run. An image without `python3`, a listing that fails
+    or takes too long: nothing (and a warning)."""
     with _lock:
         known = _known.get(image_id)
     if known is not None:
@@ -146,7 +173,7 @@ def listing(api: APIClient, container: str, image_id: str, user: str) -> tuple[s
 
 
 def _list(api: APIClient, container: str, user: str) -> bytes | None:
-    argv = ["python3", "-I", "-B", "-c", LISTING]
+    argv = ["python3", "-I", "-S", "-B", "-c", LISTING]
     try:
         with docker_errors("list the image's bytecode"):
             exec_id = api.exec_create(container, argv, stdout=True, stderr=False, user=user)["Id"]
@@ -167,13 +194,23 @@ def _list(api: APIClient, container: str, user: str) -> bytes | None:
     reader.start()
     reader.join(_LIST_S)
     if reader.is_alive():
-        log.warning("listing the image's bytecode took over %.0f s: skipped", _LIST_S)
-        return None
-    try:
-        with docker_errors("read the bytecode listing's exit status"):
-            code = api.exec_inspect(exec_id).get("ExitCode")
-    except DockerRefused:
-        return None
+        log.warning("listing the image's bytecode took over %.0f s: none linked", _LIST_S)
+        close = getattr(stream, "close", None)
+        if callable(close):
+            with contextlib.suppress(Exception):
+                close()
+        return b""  # not again for this image: it only costs speed
+    code = None
+    for _ in range(20):  # the stream can end a moment before the exit status is recorded
+        try:
+            with docker_errors("read the bytecode listing's exit status"):
+                info = api.exec_inspect(exec_id)
+        except DockerRefused:
+            return None
+        code = info.get("ExitCode")
+        if not info.get("Running") and code is not None:
+            break
+        time.sleep(0.05)
     if code != 0 or len(out) > _MAX_OUTPUT:
         return b"" if code in (126, 127) else None  # no python3: nothing to link, ever
     return bytes(out)

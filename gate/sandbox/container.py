@@ -109,6 +109,7 @@ class CheckRun:
         self.tail = log_tail_bytes
         self.cid: str | None = None
         self.holder: str | None = None  # holds the volume mounted; nothing of the check
+        self.stale: list[str] = []  # replaced containers whose removal failed
         self.volume: str | None = None
         self.witness_volume: str | None = None  # the witness plugin, read-only to the check
         self.env: dict[str, str] = {}  # the image's environment with the check's over it
@@ -231,10 +232,15 @@ class CheckRun:
             if first is Phase.TEST:
                 # unknown for a non-root user without HOME: no tmpfs there, read-only
                 self.home = env_home or (None if opened else "/root")
-            # the first container mounts proofgate's volume writable for the daemon to fill
-            # it: with no setup or build, nothing in it is writable to the check
-            held = self._needs_holder()
-            self.cid = self._create(self.start_image, read_only=first is Phase.TEST, fill=True)
+            # The first container's `sleep` is the configured image's, or an environment's
+            # that setup made (gate/sandbox/envcache.py): then the change's, so it starts
+            # only once the daemon has filled both volumes, through the holder.
+            trusted = self.start_image == self.image.id
+            held = self._needs_holder() or not trusted
+            # without a holder the daemon fills proofgate's volume through the first
+            # container, which mounts it writable (with no setup or build, nothing in it is
+            # writable to the check); a test container of a held check never does
+            self.cid = self._create(self.start_image, read_only=first is Phase.TEST, fill=not held)
             self.writable = first is not Phase.TEST
             if first is not Phase.TEST:
                 self.home = env_home or self._passwd_home(self.container_id, opened)
@@ -246,35 +252,48 @@ class CheckRun:
                     return tarprotect.protect(source(), chosen)
 
             cid = self.container_id
-
-            def fill_witness() -> None:
-                self._start(cid)
-                # the image's own bytecode, linked into the prefix (gate/sandbox/bytecode.py)
-                found = bytecode.listing(self.api, cid, self.start_image, limits.user or "")
-                self.journal.append("bytecode-linked", check=self.spec.name, files=len(found))
-                with docker_errors("copy the witness into the container"):
-                    data = witness.plugin_tar(writable_prefix=self.writable, bytecode=found)
-                    self.api.put_archive(cid, witness.MOUNT, data)
-
             if not held:
-                fill_witness()
+                self._start(cid)
+                self._fill_witness(cid)
                 check_stop(self.stop)
                 copy_tree(self.api, cid, tree_tar, self.journal, check=self.spec.name)
             else:
-                # the daemon extracts the tree through the holder while the check's first
-                # container starts and gets the witness (nothing of the check runs yet)
-                holder = self._create(self.image.id, read_only=True, role="holder")
+                holder = self._create(self.image.id, read_only=True, fill=True, role="holder")
                 self.holder = holder
+                # the witness through the first container when it mounts the volume
+                # writable anyway (setup or build first), else through the holder
+                via_first = trusted and first is not Phase.TEST
 
-                def fill_tree() -> None:
+                def fill() -> None:
                     self._start(holder)
+                    if not via_first:
+                        self._fill_witness(holder)
                     check_stop(self.stop)
                     copy_tree(self.api, holder, tree_tar, self.journal, check=self.spec.name)
 
-                _concurrently(fill_tree, fill_witness)
+                def start_first() -> None:
+                    self._start(cid)
+                    if via_first:
+                        self._fill_witness(cid)
+
+                if trusted:  # the two at once: nothing of the change runs in either yet
+                    _concurrently(fill, start_first)
+                else:
+                    fill()
+                    start_first()
         except (DockerRefused, EgressStartError) as e:
             return str(e)
         return None
+
+    def _fill_witness(self, container: str) -> None:
+        """The witness and the prefix, with the image's own bytecode linked in it
+        (gate/sandbox/bytecode.py), extracted by the daemon through `container`: one of
+        the configured image, in which nothing of the check has run."""
+        found = bytecode.listing(self.api, container, self.image.id, "")
+        self.journal.append("bytecode-linked", check=self.spec.name, files=len(found))
+        with docker_errors("copy the witness into the container"):
+            data = witness.plugin_tar(writable_prefix=self.writable, bytecode=found)
+            self.api.put_archive(container, witness.MOUNT, data)
 
     def _needs_holder(self) -> bool:
         """A test phase whose volume must outlive a container: after setup or build,
@@ -379,21 +398,30 @@ class CheckRun:
         try:
             if self.writable:
                 with docker_errors("snapshot the container after the build"):
-                    # from a cached environment: the snapshot must not pass for one
+                    # from a cached environment: the snapshot must not pass for one. Not
+                    # paused (40 ms): the root filesystem is the change's either way,
+                    # whatever a process the build left behind writes into it meanwhile.
                     unmark = dict.fromkeys(envcache.MARKS, "")
                     committed = self.api.commit(
-                        self.container_id, pause=True, conf={"Labels": unmark}
+                        self.container_id, pause=False, conf={"Labels": unmark}
                     )
                 self.temp_image = self.test_image = str(committed["Id"])
                 self.journal.append("image-committed", check=self.spec.name, image=self.temp_image)
-            old, self.cid = self.cid, None
+            old, self.cid = self.container_id, None
 
             def replace() -> None:
                 self.cid = self._create(self.test_image, read_only=True)
                 self.writable = False
                 self._start(self.cid)
 
-            _concurrently(replace, lambda: self._remove(old))
+            def remove_old() -> None:
+                try:
+                    self._remove(old)
+                except BaseException:
+                    self.stale.append(old)  # for `remove` to try again
+                    raise
+
+            _concurrently(replace, remove_old)
         except DockerRefused as e:
             return str(e)
         return None
@@ -483,6 +511,7 @@ class CheckRun:
         _concurrently(
             lambda: attempt("container", self._remove_container),
             lambda: attempt("container", self._remove_holder),
+            lambda: attempt("container", self._remove_stale),
         )
         if self.temp_image is not None:
             attempt("image", self._remove_temp_image)
@@ -502,6 +531,11 @@ class CheckRun:
         free); best effort and idempotent, on every path."""
         if self.egress is not None:
             self.egress.close()
+
+    def _remove_stale(self) -> None:
+        while self.stale:
+            self._remove(self.stale[-1])
+            self.stale.pop()
 
     def _remove_holder(self) -> None:
         holder, self.holder = self.holder, None

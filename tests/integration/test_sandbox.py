@@ -773,6 +773,23 @@ def test_the_images_own_bytecode_is_linked_into_the_prefix(
     assert int(linked["data"]["files"]) > 100  # type: ignore[index,call-overload]
 
 
+def test_a_lone_test_command_cannot_change_the_linked_bytecode(
+    sandbox: DockerSandbox, image: ImageRef
+) -> None:
+    """With no holder the daemon fills proofgate's volume through the check's only
+    container, which mounts it writable: nothing in it is the check's all the same."""
+    change = (
+        'p="$PYTHONPYCACHEPREFIX"; d="$(dirname "$(find "$p/usr" -type l | head -1)")"; '
+        'test -n "$d" && ! chmod 0777 "$d" 2>/dev/null && ! touch "$d/planted.pyc" 2>/dev/null '
+        '&& ! rm -f "$(find "$p/usr" -type l | head -1)" 2>/dev/null '
+        '&& test -n "$(find "$p/usr" -type l | head -1)"'
+    )
+    result, journal = run(sandbox, image, spec(test=[change]))
+    assert result.phases[-1].ok, last(result)[1]
+    roles = [e["data"]["role"] for e in journal.events() if e["kind"] == "container-created"]
+    assert roles == ["check"]  # the case without a holder
+
+
 def test_a_test_command_cannot_leave_a_process_for_the_next(
     sandbox: DockerSandbox, image: ImageRef
 ) -> None:

@@ -32,6 +32,10 @@ def test_a_listing_links_only_bytecode_outside_the_tree_and_proofgate() -> None:
             "/__pycache__/root.cpython-311.pyc",
             "/usr/lib/__pycache__/new\nline.cpython-311.pyc",
             b"/usr/lib/__pycache__/\xff.cpython-311.pyc",
+            "//workspace/tests/__pycache__/t.cpython-311.pyc",  # normpath keeps the two
+            "/usr//lib/__pycache__/double.cpython-311.pyc",
+            "/usr/" + "d/" * 40 + "__pycache__/deep.cpython-311.pyc",
+            "/usr/" + "x" * 256 + "/__pycache__/long.cpython-311.pyc",
             "",
         )
     )
@@ -77,7 +81,8 @@ def test_the_witness_volume_carries_the_links(tmp_path: Path) -> None:
     link = members["pycache/usr/lib/python3.11/json.cpython-311.pyc"]
     assert link.issym()
     assert link.linkname == STDLIB
-    assert (link.uid, members["pycache/usr"].uid) == (0, 0)
+    # like the witness: no user of a check owns them, so none can chmod them
+    assert link.uid == members["pycache/usr"].uid == witness.PROTECTED_UID
     for protected in ("witness", "pycache/workspace", "pycache/opt"):
         assert members[protected].mode == 0o555
         assert members[protected].uid == witness.PROTECTED_UID
@@ -101,3 +106,25 @@ def test_a_cached_listing_is_read_back_through_the_same_checks(
 
     monkeypatch.setattr(bytecode, "_list", never)
     assert bytecode.listing(None, "container", image, "") == (STDLIB,)  # type: ignore[arg-type]
+
+
+def test_no_member_is_extracted_through_a_link_or_into_proofgates_part() -> None:
+    """A listing where a link would take a directory's name (its members would then be
+    extracted through it), or reach the tree's or the witness's part: neither happens."""
+    paths = [
+        "/u/x.pyc/__pycache__/a.cpython-311.pyc",  # makes the directory pycache/u/x.pyc
+        "/u/__pycache__/x.pyc",  # a link of that name
+        "/u/x.pyc/tests/__pycache__/b.cpython-311.pyc",
+        "/opt/proofgate/__pycache__/w.cpython-311.pyc",
+        "/opt/__pycache__/proofgate",
+    ]
+    members = list(bytecode.farm_entries(paths, prefix="pycache", writable=True))
+    names = [m.name for m in members]
+    dirs = {m.name for m in members if m.isdir()}
+    links = {m.name for m in members if m.issym()}
+    assert "pycache/u/x.pyc" in dirs
+    assert "pycache/u/x.pyc" not in links
+    assert links == {"pycache/u/x.pyc/a.cpython-311.pyc", "pycache/u/x.pyc/tests/b.cpython-311.pyc"}
+    assert not [n for n in names if n.startswith(("pycache/workspace", "pycache/opt/proofgate"))]
+    # every directory before any link
+    assert max(names.index(d) for d in dirs) < min(names.index(n) for n in links)

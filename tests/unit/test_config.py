@@ -113,6 +113,16 @@ def test_default_image_is_a_registry_image() -> None:
             "policy.rules.no-such-rule",
             "built-in rule",
         ),
+        (
+            b"version: 1\ndefaults: {user: '2000000'}\nchecks: [{name: a, test: x}]\n",
+            "defaults.user",
+            "proofgate's own",
+        ),
+        (
+            b"version: 1\nchecks: [{name: a, test: x, user: '1000:2000000'}]\n",
+            "checks[0].user",
+            "2000000",
+        ),
     ],
     ids=[
         "no-checks",
@@ -129,6 +139,8 @@ def test_default_image_is_a_registry_image() -> None:
         "huge-pids",
         "bad-image",
         "unknown-rule",
+        "protected-uid",
+        "protected-gid",
     ],
 )
 def test_bad_config_names_key_path(text: bytes, key_path: str, fragment: str) -> None:
