@@ -116,23 +116,45 @@ def farm_entries(paths: Iterable[str], *, prefix: str, writable: bool) -> Iterat
     """The prefix's directories and links for `paths` (from `links`), as members of a tar
     extracted at the prefix's parent (`prefix` is the prefix's name there, e.g.
     "pycache"), all owned by `PROTECTED_UID`: directories are 0777 when setup or build
-    may add bytecode, else 0555, so no test command can change them. `prefix` itself,
-    `prefix/workspace` and `prefix/opt` are not among them (the witness's part of the
-    archive sets those), nothing goes under `prefix/workspace` or `prefix/opt/proofgate`,
-    and no link has the name of a directory: no member is extracted through a link."""
+    may add bytecode, else 0555, so no test command can change them.
+
+    Where nothing of the check writes bytecode (no setup or build), a source directory
+    D none of whose subdirectories has listed bytecode is one link, `prefix/D ->
+    D/__pycache__` (the prefix keeps a module's bytecode in the mirror of its source's
+    directory, so every lookup in `prefix/D` is for a module of D): half the members
+    for a typical image. Any other directory gets a directory with a link per file, so
+    setup and build can still add or replace bytecode there (a package that setup
+    upgrades loses its `__pycache__`: a link to it would lead nowhere). `prefix` itself,
+    `prefix/workspace` and `prefix/opt` are not among the members (the witness's part of
+    the archive sets those), nothing goes under `prefix/workspace` or
+    `prefix/opt/proofgate`, and no link has the name of a directory: no member is
+    extracted through a link."""
     reserved = {prefix, f"{prefix}/workspace", f"{prefix}/opt"}
-    forbidden = (f"{prefix}/workspace/", f"{prefix}/opt/proofgate/", f"{prefix}/opt/proofgate")
+    forbidden = (f"{prefix}/workspace", f"{prefix}/opt/proofgate")
+    by_dir: dict[str, list[str]] = {}
+    for path in paths:
+        by_dir.setdefault(posixpath.dirname(posixpath.dirname(path)), []).append(path)
+    above: set[str] = set()  # directories with listed bytecode somewhere below them
+    for source in by_dir:
+        parent = posixpath.dirname(source)
+        while parent not in above and parent != "/":
+            above.add(parent)
+            parent = posixpath.dirname(parent)
     dirs: dict[str, None] = {}
     farm: dict[str, str] = {}
-    for path in paths:
-        source_dir = posixpath.dirname(posixpath.dirname(path))
-        name = f"{prefix}{source_dir}/{posixpath.basename(path)}"
-        if name.startswith(forbidden):
+    for source, files in by_dir.items():
+        mirror = f"{prefix}{source}"
+        if mirror in reserved or any(mirror == f or mirror.startswith(f + "/") for f in forbidden):
             continue
-        parts = posixpath.dirname(name).split("/")
-        for depth in range(2, len(parts) + 1):
+        leaf = not writable and source not in above
+        parts = mirror.split("/")
+        for depth in range(2, len(parts) + (0 if leaf else 1)):
             dirs.setdefault("/".join(parts[:depth]))
-        farm[name] = path
+        if leaf:
+            farm.setdefault(mirror, posixpath.dirname(files[0]))
+        else:
+            for path in files:
+                farm.setdefault(f"{mirror}/{posixpath.basename(path)}", path)
     for directory in dirs:
         if directory in reserved:
             continue

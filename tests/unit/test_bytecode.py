@@ -46,32 +46,43 @@ def test_a_listing_links_only_bytecode_outside_the_tree_and_proofgate() -> None:
 
 
 def test_each_file_is_linked_where_the_prefix_looks_for_it() -> None:
+    json_pyc = "/usr/lib/python3.11/json/__pycache__/decoder.cpython-311.pyc"
+    venv_pyc = "/opt/venv/lib/__pycache__/a.cpython-311.pyc"
     members = list(
-        bytecode.farm_entries(
-            [STDLIB, "/opt/venv/lib/__pycache__/a.cpython-311.pyc"], prefix="pycache", writable=True
-        )
+        bytecode.farm_entries([STDLIB, json_pyc, venv_pyc], prefix="pycache", writable=True)
     )
     dirs = {m.name: m.mode for m in members if m.isdir()}
     links = {m.name: m.linkname for m in members if m.issym()}
     assert links == {
         "pycache/usr/lib/python3.11/json.cpython-311.pyc": STDLIB,
-        "pycache/opt/venv/lib/a.cpython-311.pyc": "/opt/venv/lib/__pycache__/a.cpython-311.pyc",
+        "pycache/usr/lib/python3.11/json/decoder.cpython-311.pyc": json_pyc,
+        "pycache/opt/venv/lib/a.cpython-311.pyc": venv_pyc,
     }
-    # every parent once, before its links; never the parts of the prefix that are not the
-    # check's (the witness's archive sets those)
+    # every parent once, before the links; never the parts of the prefix that are not
+    # the check's (the witness's archive sets those)
     assert dirs == {
         "pycache/usr": 0o777,
         "pycache/usr/lib": 0o777,
         "pycache/usr/lib/python3.11": 0o777,
+        "pycache/usr/lib/python3.11/json": 0o777,
         "pycache/opt/venv": 0o777,
         "pycache/opt/venv/lib": 0o777,
     }
     names = [m.name for m in members]
-    assert names.index("pycache/usr/lib/python3.11") < names.index(
-        "pycache/usr/lib/python3.11/json.cpython-311.pyc"
-    )
-    read_only = bytecode.farm_entries([STDLIB], prefix="pycache", writable=False)
-    assert {m.mode for m in read_only if m.isdir()} == {0o555}
+    assert max(names.index(d) for d in dirs) < min(names.index(n) for n in links)
+
+
+def test_where_nothing_writes_bytecode_a_leaf_directory_is_one_link() -> None:
+    """No setup or build: a directory without listed bytecode below it is one link to its
+    __pycache__, where every lookup in its mirror goes; the others a link per file."""
+    json_pyc = "/usr/lib/python3.11/json/__pycache__/decoder.cpython-311.pyc"
+    members = list(bytecode.farm_entries([STDLIB, json_pyc], prefix="pycache", writable=False))
+    links = {m.name: m.linkname for m in members if m.issym()}
+    assert links == {
+        "pycache/usr/lib/python3.11/json.cpython-311.pyc": STDLIB,
+        "pycache/usr/lib/python3.11/json": "/usr/lib/python3.11/json/__pycache__",
+    }
+    assert {m.mode for m in members if m.isdir()} == {0o555}
 
 
 def test_the_witness_volume_carries_the_links(tmp_path: Path) -> None:
@@ -116,15 +127,18 @@ def test_no_member_is_extracted_through_a_link_or_into_proofgates_part() -> None
         "/u/__pycache__/x.pyc",  # a link of that name
         "/u/x.pyc/tests/__pycache__/b.cpython-311.pyc",
         "/opt/proofgate/__pycache__/w.cpython-311.pyc",
-        "/opt/__pycache__/proofgate",
+        "/opt/proofgate/witness/__pycache__/w.cpython-311.pyc",
+        "/workspace/__pycache__/t.cpython-311.pyc",
     ]
-    members = list(bytecode.farm_entries(paths, prefix="pycache", writable=True))
+    members = list(bytecode.farm_entries(paths, prefix="pycache", writable=False))
     names = [m.name for m in members]
     dirs = {m.name for m in members if m.isdir()}
     links = {m.name for m in members if m.issym()}
-    assert "pycache/u/x.pyc" in dirs
-    assert "pycache/u/x.pyc" not in links
-    assert links == {"pycache/u/x.pyc/a.cpython-311.pyc", "pycache/u/x.pyc/tests/b.cpython-311.pyc"}
+    assert dirs == {"pycache/u", "pycache/u/x.pyc"}
+    assert links == {"pycache/u/x.pyc/a.cpython-311.pyc", "pycache/u/x.pyc/tests"}
     assert not [n for n in names if n.startswith(("pycache/workspace", "pycache/opt/proofgate"))]
-    # every directory before any link
     assert max(names.index(d) for d in dirs) < min(names.index(n) for n in links)
+    # the same with a writable prefix: a link per file, none through a link either
+    writable = list(bytecode.farm_entries(paths, prefix="pycache", writable=True))
+    links = {m.name for m in writable if m.issym()}
+    assert links == {"pycache/u/x.pyc/a.cpython-311.pyc", "pycache/u/x.pyc/tests/b.cpython-311.pyc"}
