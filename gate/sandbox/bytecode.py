@@ -129,7 +129,7 @@ def farm_entries(paths: Iterable[str], *, prefix: str, writable: bool) -> Iterat
     the archive sets those), nothing goes under `prefix/workspace` or
     `prefix/opt/proofgate`, and no link has the name of a directory: no member is
     extracted through a link."""
-    reserved = {prefix, f"{prefix}/workspace", f"{prefix}/opt"}
+    reserved = {prefix, f"{prefix}/workspace", f"{prefix}/opt", f"{prefix}/opt/proofgate"}
     forbidden = (f"{prefix}/workspace", f"{prefix}/opt/proofgate")
     by_dir: dict[str, list[str]] = {}
     for path in paths:

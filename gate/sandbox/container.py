@@ -116,6 +116,7 @@ class CheckRun:
         self.temp_image: str | None = None  # the commit after build, removed at the end
         self.test_image = self.start_image  # what test containers start from
         self.writable = False  # the current container's root filesystem
+        self.prefix_written = False  # setup or build ran with the prefix writable
         self.networked = False  # the current container is on the egress network
         self.egress: EgressBroker | None = None
         self.egress_environ = egress_environ  # where the test-only overrides come from
@@ -241,7 +242,7 @@ class CheckRun:
             # container, which mounts it writable (with no setup or build, nothing in it is
             # writable to the check); a test container of a held check never does
             self.cid = self._create(self.start_image, read_only=first is Phase.TEST, fill=not held)
-            self.writable = first is not Phase.TEST
+            self.writable = self.prefix_written = first is not Phase.TEST
             if first is not Phase.TEST:
                 self.home = env_home or self._passwd_home(self.container_id, opened)
             if differential.enabled(self.spec):
@@ -327,6 +328,12 @@ class CheckRun:
             # Fresh per container (Docker copies the image's content into each one).
             size = f"size={limits.memory}"
             tmpfs["/tmp"] = f"rw,exec,nosuid,nodev,{size},mode=1777"  # noqa: S108
+            if role == "check" and self.prefix_written and differential.enabled(self.spec):
+                # SPEC §3.2: the bytecode setup and build (the change's code) wrote for
+                # the tree's files, e.g. for a base test file with a header matching its
+                # mtime and size, never reaches the test phase: an empty read-only mount
+                # (over the directory the witness's fill made, long before a test starts)
+                tmpfs[PYCACHE_PREFIX + WORKSPACE] = "ro,nosuid,nodev,noexec,size=4k,mode=0555"
             home = self.home
             if home and home.startswith("/") and not _overlaps(home, ("/", "/tmp", WORKSPACE)):  # noqa: S108
                 tmpfs[home] = f"rw,exec,nosuid,nodev,{size}"

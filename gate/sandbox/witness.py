@@ -5,11 +5,12 @@ daemon fills before anything of the check runs, everything owned by `PROTECTED_U
 user of the check): the volume's root and `witness/` 0555 and the plugin 0444, so the
 check (root without capabilities, or any other user) can import it but never change,
 rename or replace it; and `pycache/` (1777), the bytecode prefix, written by setup and
-build (all but `pycache/workspace` and `pycache/opt`: no bytecode for the tree or the
-witness). Test containers mount the volume read-only. Test commands get
-`PYTEST_ADDOPTS=-p proofgate_witness` and `witness/` first on `PYTHONPATH`, so every
-pytest session of the test phase loads the plugin before the tree's code; its line in the
-command's output (read through the daemon, like the rest of the log) is parsed here.
+build (all but `pycache/opt/proofgate`: no bytecode for the witness; what they write for
+the tree, a differential's test phase does not see). Test containers mount the volume
+read-only. Test commands get `PYTEST_ADDOPTS=-p proofgate_witness` and `witness/` first
+on `PYTHONPATH`, so every pytest session of the test phase loads the plugin before the
+tree's code; its line in the command's output (read through the daemon, like the rest of
+the log) is parsed here.
 """
 
 from __future__ import annotations
@@ -136,12 +137,14 @@ def plugin_tar(*, writable_prefix: bool, bytecode: tuple[str, ...] = ()) -> byte
     source = resources.files("gate.sandbox").joinpath("witness_plugin.py").read_bytes()
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        # The prefix maps a source's absolute path into itself: `pycache/workspace` and
-        # `pycache/opt` are not the check's, so setup and build (the change's code) cannot
-        # plant bytecode for a test file of the tree or for the witness that a test
-        # command would then run instead of the source.
-        dirs = [("witness", 0o555), ("pycache", 0o1777 if writable_prefix else 0o555)]
-        dirs += [(f"pycache{WORKSPACE}", 0o555), (f"pycache/{MOUNT.split('/')[1]}", 0o555)]
+        # The prefix maps a source's absolute path into itself. `pycache/opt/proofgate` is
+        # not the check's, so setup and build (the change's code) cannot plant bytecode
+        # for the witness that a test command would then run instead of the source; what
+        # they write in `pycache/workspace` a differential's test containers never see
+        # (an empty read-only mount over it: gate/sandbox/container.py).
+        opened = 0o1777 if writable_prefix else 0o555
+        dirs = [("witness", 0o555), ("pycache", opened), (f"pycache{WORKSPACE}", opened)]
+        dirs += [("pycache/opt", opened), (f"pycache{MOUNT}", 0o555)]
         for name, mode in dirs:
             info = tarfile.TarInfo(name)
             info.type, info.mode = tarfile.DIRTYPE, mode

@@ -765,7 +765,7 @@ def test_the_images_own_bytecode_is_linked_into_the_prefix(
             test=[
                 f'python3 -c "{_IMAGE_BYTECODE}"',
                 'test -z "$(ls -A "$PYTHONPYCACHEPREFIX/workspace")"',
-                'test -z "$(find "$PYTHONPYCACHEPREFIX/opt" -mindepth 1 -path "*proofgate*")"',
+                'test -z "$(ls -A "$PYTHONPYCACHEPREFIX/opt/proofgate")"',
             ],
         ),
     )
@@ -1057,13 +1057,19 @@ def test_a_check_cannot_change_the_witness_or_a_protected_test_file(
         spec(
             build=[
                 "echo built > built.txt",
-                # bytecode for the tree's files or the witness: not the build's to write
-                '! mkdir -p "$PYTHONPYCACHEPREFIX/workspace/tests" 2>/dev/null',
-                '! mkdir -p "$PYTHONPYCACHEPREFIX/opt/proofgate" 2>/dev/null',
-                '! mv "$PYTHONPYCACHEPREFIX/workspace" "$PYTHONPYCACHEPREFIX/w" 2>/dev/null',
+                # bytecode for the witness: not the build's to write
+                '! mkdir -p "$PYTHONPYCACHEPREFIX/opt/proofgate/witness" 2>/dev/null',
+                '! mv "$PYTHONPYCACHEPREFIX/opt/proofgate" "$PYTHONPYCACHEPREFIX/w" 2>/dev/null',
                 'mkdir -p "$PYTHONPYCACHEPREFIX/usr/lib"',  # the rest of the prefix is
+                # bytecode it writes for the tree (a `compileall`, or one planted for a
+                # base test file) the test phase does not see
+                'mkdir -p "$PYTHONPYCACHEPREFIX/workspace/tests"',
+                'echo planted > "$PYTHONPYCACHEPREFIX/workspace/tests/test_calc.cpython-311.pyc"',
             ],
             test=[
+                'test -d "$PYTHONPYCACHEPREFIX/usr/lib"',
+                'test -z "$(ls -A "$PYTHONPYCACHEPREFIX/workspace")"',
+                '! touch "$PYTHONPYCACHEPREFIX/workspace/x" 2>/dev/null',
                 # the witness: readable, not writable, not replaceable
                 "test -r /opt/proofgate/witness/proofgate_witness.py",
                 "! sh -c 'echo x >> /opt/proofgate/witness/proofgate_witness.py' 2>/dev/null",

@@ -94,10 +94,12 @@ def test_the_witness_volume_carries_the_links(tmp_path: Path) -> None:
     assert link.linkname == STDLIB
     # like the witness: no user of a check owns them, so none can chmod them
     assert link.uid == members["pycache/usr"].uid == witness.PROTECTED_UID
-    for protected in ("witness", "pycache/workspace", "pycache/opt"):
+    for protected in ("witness", "pycache/opt/proofgate"):
         assert members[protected].mode == 0o555
         assert members[protected].uid == witness.PROTECTED_UID
-    assert members["pycache"].mode == 0o1777
+    for opened in ("pycache", "pycache/workspace", "pycache/opt"):  # setup and build's
+        assert members[opened].mode == 0o1777
+        assert members[opened].uid == witness.PROTECTED_UID
     assert "pycache/workspace" in members
     assert not any(n.startswith("pycache/workspace/") for n in members)
 
