@@ -16,14 +16,13 @@ import json
 import logging
 import math
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from gate import differential, witness
+from gate import differential, usercache, witness
 from gate.differential import BASE, PROVING, TRUSTED, DifferentialReport, Run
 from gate.errors import RepoError
 from gate.git.interface import (
@@ -59,8 +58,7 @@ CONTINUE = "--continue-on-collection-errors"
 
 def cache_dir() -> Path:
     """$XDG_CACHE_HOME/proofgate/base-runs (default ~/.cache/...)."""
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "proofgate" / "base-runs"
+    return usercache.root() / "base-runs"
 
 
 def _outcomes_of(result: CheckResult, name: str, spec: CheckSpec | None = None) -> Run:
@@ -141,11 +139,8 @@ def _cache_write(path: Path, outcomes: Mapping[TestId, TestOutcome], run: Run) -
     rows = [[t.classname, t.name, o.value] for t, o in sorted(outcomes.items())]
     seen = {"witnessed": run.witnessed, "tamper": sorted({k for k, _ in run.tamper})}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(canonical_json({"v": CACHE_VERSION, "outcomes": rows, "witness": seen}))
-        Path(tmp).replace(path)
+        data = canonical_json({"v": CACHE_VERSION, "outcomes": rows, "witness": seen})
+        usercache.write_atomic(path, data)
     except OSError as e:
         log.warning("cannot write the base-run cache %s: %s", path, e)
 

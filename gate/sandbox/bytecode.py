@@ -29,10 +29,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import posixpath
 import tarfile
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -40,6 +38,8 @@ from pathlib import Path
 
 from docker import APIClient
 
+from gate import usercache
+from gate.sandbox.copy_in import close_iterator
 from gate.sandbox.errors import DockerRefused, docker_errors
 from gate.tarprotect import PROTECTED_UID
 
@@ -171,7 +171,7 @@ def farm_entries(paths: Iterable[str], *, prefix: str, writable: bool) -> Iterat
         yield info
 
 
-def listing(api: APIClient, container: str, image_id: str, user: str) -> tuple[str, ...]:
+def listing(api: APIClient, container: str, image_id: str) -> tuple[str, ...]:
     """The bytecode files of the image `image_id` to link (see `links`): from the cache,
     or listed in `container`, a started container of that image (the configured one) in
     which nothing of the check has run. An image without `python3`, a listing that fails
@@ -184,21 +184,26 @@ def listing(api: APIClient, container: str, image_id: str, user: str) -> tuple[s
     try:
         found = links(cached.read_bytes())
     except OSError:
-        raw = _list(api, container, user)
+        raw = _list(api, container)
         if raw is None:
             return ()
         found = links(raw)
-        _store(cached, "\0".join(found).encode())
+        try:  # best effort: without it the next run lists again
+            usercache.write_atomic(cached, "\0".join(found).encode())
+        except OSError as e:
+            log.info("cannot cache the bytecode listing: %s", e)
     with _lock:
         _known[image_id] = found
     return found
 
 
-def _list(api: APIClient, container: str, user: str) -> bytes | None:
+def _list(api: APIClient, container: str) -> bytes | None:
+    """The listing's output, as the image's default user; None when it failed (it is
+    tried again next time), b"" when there is nothing to link (not tried again)."""
     argv = ["python3", "-I", "-S", "-B", "-c", LISTING]
     try:
         with docker_errors("list the image's bytecode"):
-            exec_id = api.exec_create(container, argv, stdout=True, stderr=False, user=user)["Id"]
+            exec_id = api.exec_create(container, argv, stdout=True, stderr=False)["Id"]
             stream = api.exec_start(exec_id, stream=True, demux=True)
     except DockerRefused as e:
         log.warning("cannot list the image's bytecode: %s", e)
@@ -217,10 +222,8 @@ def _list(api: APIClient, container: str, user: str) -> bytes | None:
     reader.join(_LIST_S)
     if reader.is_alive():
         log.warning("listing the image's bytecode took over %.0f s: none linked", _LIST_S)
-        close = getattr(stream, "close", None)
-        if callable(close):
-            with contextlib.suppress(Exception):
-                close()
+        with contextlib.suppress(Exception):
+            close_iterator(stream)
         return b""  # not again for this image: it only costs speed
     code = None
     for _ in range(20):  # the stream can end a moment before the exit status is recorded
@@ -239,19 +242,7 @@ def _list(api: APIClient, container: str, user: str) -> bytes | None:
 
 
 def _cache_file(image_id: str) -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     name = image_id.replace(":", "-")
     if not name.replace("-", "").isalnum():
         name = "invalid"
-    return Path(root) / "proofgate" / "bytecode" / name
-
-
-def _store(path: Path, data: bytes) -> None:
-    """Atomically, best effort: a cache that cannot be written is only slower."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as f:
-            f.write(data)
-        Path(f.name).replace(path)
-    except OSError as e:
-        log.info("cannot cache the bytecode listing: %s", e)
+    return usercache.root() / "bytecode" / name

@@ -31,9 +31,10 @@ Every command gets `PYTHONPYCACHEPREFIX=/opt/proofgate/pycache` (never the tree'
 tmpfs volume of the check (with the witness: gate/sandbox/witness.py), mounted writable
 for setup and build and read-only for test commands, so test commands start from the
 bytecode setup and build compiled but cannot add to it: a miss compiles in memory. Setup
-and build cannot write bytecode for the tree or the witness either (those parts of the
-prefix are not theirs). In the root filesystem the prefix went into the commit before
-the test phase: ~0.5 s for a `pip install -e .`. A
+and build cannot write bytecode for the witness, and what they write for the tree a
+differential's test containers do not see (an empty read-only mount over that part); the
+image's own bytecode is linked in (gate/sandbox/bytecode.py). In the root filesystem the
+prefix went into the commit before the test phase: ~0.5 s for a `pip install -e .`. A
 fresh prefix per command made every command recompile the standard library and every
 dependency it imports (about 1.8 s on a real suite). Each daemon request runs
 under the client's timeout; a command under its phase's deadline, after which its
@@ -290,7 +291,7 @@ class CheckRun:
         """The witness and the prefix, with the image's own bytecode linked in it
         (gate/sandbox/bytecode.py), extracted by the daemon through `container`: one of
         the configured image, in which nothing of the check has run."""
-        found = bytecode.listing(self.api, container, self.image.id, "")
+        found = bytecode.listing(self.api, container, self.image.id)
         self.journal.append("bytecode-linked", check=self.spec.name, files=len(found))
         with docker_errors("copy the witness into the container"):
             data = witness.plugin_tar(writable_prefix=self.writable, bytecode=found)
@@ -778,41 +779,28 @@ class CheckRun:
         return read_report(self.api, self.holder, path, self.journal, check=self.spec.name)
 
 
-class _Background:
-    """Daemon requests in a thread of their own; `join` re-raises what they raised."""
+def _concurrently(first: Callable[[], None], *rest: Callable[[], None]) -> None:
+    """Run independent daemon requests at once, `first` in this thread; after all ended,
+    raise the first one's error (in argument order)."""
+    errors: list[BaseException | None] = [None] * (1 + len(rest))
 
-    def __init__(self, step: Callable[[], None]) -> None:
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(step,), daemon=True)
-        self._thread.start()
-
-    def _run(self, step: Callable[[], None]) -> None:
+    def run(i: int, step: Callable[[], None]) -> None:
         try:
             step()
-        except BaseException as e:  # noqa: BLE001 - handed to the joining thread
-            self._error = e
+        except BaseException as e:  # noqa: BLE001 - raised below, after the others ended
+            errors[i] = e
 
-    def join(self) -> None:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-
-
-def _concurrently(first: Callable[[], None], *rest: Callable[[], None]) -> None:
-    """Run independent daemon requests at once; after all ended, raise the first error."""
-    others = [_Background(step) for step in rest]
-    errors: list[BaseException] = []
-    try:
-        first()
-    except BaseException as e:  # noqa: BLE001 - raised below, after the others ended
-        errors.append(e)
-    for other in others:
-        try:
-            other.join()
-        except BaseException as e:  # noqa: BLE001 - likewise
-            errors.append(e)
-    if errors:
-        raise errors[0]
+    threads = [
+        threading.Thread(target=run, args=(i, step), daemon=True) for i, step in enumerate(rest, 1)
+    ]
+    for thread in threads:
+        thread.start()
+    run(0, first)
+    for thread in threads:
+        thread.join()
+    raised = next((e for e in errors if e is not None), None)
+    if raised is not None:
+        raise raised
 
 
 def _non_root(user: str) -> bool:

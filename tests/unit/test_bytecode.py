@@ -118,7 +118,7 @@ def test_a_cached_listing_is_read_back_through_the_same_checks(
         raise AssertionError("listed although the listing is cached")
 
     monkeypatch.setattr(bytecode, "_list", never)
-    assert bytecode.listing(None, "container", image, "") == (STDLIB,)  # type: ignore[arg-type]
+    assert bytecode.listing(None, "container", image) == (STDLIB,)  # type: ignore[arg-type]
 
 
 def test_no_member_is_extracted_through_a_link_or_into_proofgates_part() -> None:
