@@ -28,7 +28,7 @@ IMAGE = "proofgate/cleanroom:latest"
 
 _PRELUDE = """
 import resource, sys
-import gate.prove, gate.sandbox.docker, gate.verdict, gate.junit, gate.policy_run
+import gate.prove, gate.sandbox.docker, gate.verdict, gate.differential.junit, gate.policy_run
 def peak():
     print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, flush=True)
 """
@@ -43,7 +43,7 @@ from gate.journal import Journal
 from gate.model import CheckSpec, Command, Limits, Phase
 from gate.sandbox.docker import DockerSandbox
 from gate.verdict import parse_junit
-from gate.junit import parse_outcomes
+from gate.differential.junit import parse_outcomes
 
 def tree():
     buf = io.BytesIO()

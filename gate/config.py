@@ -20,7 +20,8 @@ from typing import cast
 
 import yaml
 
-from gate import junitpath
+from gate.differential import junitpath
+from gate.differential.tarprotect import PROTECTED_UID
 from gate.errors import ConfigError
 from gate.jsonschema_fast import Draft202012Validator, ValidationError
 from gate.model import (
@@ -39,7 +40,6 @@ from gate.policy.paths import glob_problem
 # The broker file is stdlib-only and pure outside its `main`: the same parser that the
 # broker matches with validates the configuration, so the two cannot disagree.
 from gate.sandbox.egress_broker import parse_entry as parse_egress_entry
-from gate.tarprotect import PROTECTED_UID
 
 DEFAULT_CONFIG_PATH = ".github/proofgate.yml"
 DEFAULT_IMAGE = "python:3.12-slim"
@@ -279,7 +279,7 @@ def _check_egress(source: str, doc: Mapping[str, object]) -> None:
 
 def _check_user(source: str, doc: Mapping[str, object]) -> None:
     """`user` never names proofgate's own uid or gid, which owns what a check may read
-    but not change (the witness, a differential's trusted files: gate/tarprotect.py)."""
+    but not change (the witness, a differential's trusted files: gate/differential/tarprotect.py)."""
     places: list[tuple[str, object]] = [("defaults", doc.get("defaults", {}))]
     places += [(f"checks[{i}]", c) for i, c in enumerate(cast(list[object], doc["checks"]))]
     for where, raw in places:

@@ -18,10 +18,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gate import differential_runs, junitpath, policy, receipt, render, witness
+from gate import policy, receipt, render
 from gate.config import DEFAULT_CONFIG_PATH, load_config
-from gate.differential import DifferentialReport, wants_a_person
-from gate.differential_runs import cache_dir
+from gate.differential import DifferentialReport, junitpath, wants_a_person, witness
+from gate.differential import runs as differential_runs
+from gate.differential.runs import cache_dir
 from gate.errors import UsageError
 from gate.git.interface import (
     EvidenceSource,

@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import assert_never
 
-from gate import junit
-from gate.differential import HELD_CODES, DifferentialReport
+from gate.differential import HELD_CODES, DifferentialReport, junit
 from gate.model import (
     Approval,
     CheckResult,
@@ -50,7 +49,7 @@ class RunEvidence:
     unsafe_tree: str | None = None
     interrupted: bool = False
     forged_reports: tuple[str, ...] = ()  # junit paths the patch itself supplies
-    # check -> the witness's findings in checks no differential judged (gate/witness.py)
+    # check -> the witness's findings in checks no differential judged (gate/differential/witness.py)
     tampered: tuple[tuple[str, str], ...] = ()
     differentials: tuple[DifferentialReport, ...] = ()  # SPEC §3.1, one per check with junit
 

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import json
 
+from gate.canonical import canonical_json
 from gate.receipt.errors import ReceiptError
 
-
-def canonical_json(value: object) -> bytes:
-    """The one serialization used for hashing and signing: sorted keys, compact, UTF-8."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
-        "utf-8"
-    )
+__all__ = ["canonical_json", "parse_json"]
 
 
 def _reject_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:

@@ -39,9 +39,9 @@ from pathlib import Path
 from docker import APIClient
 
 from gate import usercache
+from gate.differential.tarprotect import PROTECTED_UID
 from gate.sandbox.copy_in import close_iterator
 from gate.sandbox.errors import DockerRefused, docker_errors
-from gate.tarprotect import PROTECTED_UID
 
 log = logging.getLogger("gate.sandbox")
 

@@ -52,7 +52,9 @@ from collections.abc import Callable, Iterator, Mapping
 import docker.types
 from docker import APIClient
 
-from gate import differential, junitpath, tarprotect
+from gate import differential
+from gate.differential import junitpath, tarprotect
+from gate.differential.paths import WORKSPACE
 from gate.journal import Journal
 from gate.model import (
     CheckResult,
@@ -65,7 +67,7 @@ from gate.model import (
     Sha256,
 )
 from gate.sandbox import bytecode, envcache, witness
-from gate.sandbox.copy_in import WORKSPACE, close_iterator, copy_tree
+from gate.sandbox.copy_in import close_iterator, copy_tree
 from gate.sandbox.egress import EgressBroker, EgressStartError
 from gate.sandbox.errors import DockerRefused, daemon_gone, docker_errors, is_transport_error
 from gate.sandbox.interface import SandboxError
@@ -199,7 +201,7 @@ class CheckRun:
             opened = _non_root(self.user)
             self.env = {**image_env, **dict(limits.env)}
             # 0777 for a non-root user; no sticky bit, so it may remove root's entries. A
-            # check with a differential: sticky and not the check's (gate/tarprotect.py).
+            # check with a differential: sticky and not the check's (gate/differential/tarprotect.py).
             mode = "0777" if opened else "0755"
             if differential.enabled(self.spec):
                 mode = f"1777,uid={tarprotect.PROTECTED_UID},gid={tarprotect.PROTECTED_UID}"

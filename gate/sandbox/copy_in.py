@@ -17,10 +17,9 @@ from collections.abc import Callable, Iterable, Iterator
 
 from docker import APIClient
 
+from gate.differential.paths import WORKSPACE
 from gate.journal import Journal
 from gate.sandbox.errors import docker_errors
-
-WORKSPACE = "/workspace"
 
 
 class _Counter:

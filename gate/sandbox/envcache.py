@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from docker import APIClient
 
+from gate.canonical import canonical_json
 from gate.model import CheckSpec, CommandResult, ImageRef, JsonDict, Phase, PhaseResult, Sha256
 from gate.policy.paths import glob_match
-from gate.receipt.canonical import canonical_json
 from gate.sandbox.errors import DockerRefused, docker_errors
 
 CACHE_LABEL = "proofgate.env-cache"

@@ -19,8 +19,9 @@ from collections.abc import Iterator
 
 from docker import APIClient
 
+from gate.differential.paths import WORKSPACE
 from gate.journal import Journal
-from gate.sandbox.copy_in import WORKSPACE, close_iterator
+from gate.sandbox.copy_in import close_iterator
 from gate.sandbox.errors import DockerRefused, docker_errors
 
 JUNIT_MAX_BYTES = 16 * 1024 * 1024

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 
+from gate.differential.paths import MOUNT, PYCACHE, WITNESS_DIR, WORKSPACE
+from gate.differential.tarprotect import PROTECTED_UID
 from gate.model import WitnessSession
 from gate.sandbox.bytecode import farm_entries
-from gate.sandbox.copy_in import WORKSPACE
-from gate.tarprotect import PROTECTED_UID
 
 __all__ = [
     "MOUNT",
@@ -37,9 +37,6 @@ __all__ = [
     "test_environment",
 ]
 
-MOUNT = "/opt/proofgate"
-WITNESS_DIR = f"{MOUNT}/witness"
-PYCACHE = f"{MOUNT}/pycache"
 MODULE = "proofgate_witness"
 MARKER = b"##[proofgate-witness] "
 _PATTERN = b"\n" + MARKER  # the plugin starts its line with a newline

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gate import cli, differential_runs, policy
+from gate import cli, policy
+from gate.differential import runs as differential_runs
 from tests.attacks.corpus import (
     CALC,
     CALC_BROKEN,

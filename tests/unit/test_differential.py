@@ -10,8 +10,8 @@ import pytest
 from gate import differential
 from gate.config import load_config
 from gate.differential import Run, compare, list_digest
+from gate.differential.junit import TestId, TestOutcome, parse_outcomes
 from gate.errors import ConfigError
-from gate.junit import TestId, TestOutcome, parse_outcomes
 from gate.model import Decision, DifferentialMode, ReasonCode
 from gate.verdict import verdict_for
 

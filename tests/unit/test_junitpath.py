@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from gate import junitpath
 from gate.config import load_config
+from gate.differential import junitpath
 from gate.errors import ConfigError
 
 TREE = 0o040000

@@ -1,6 +1,6 @@
 """The witness (SPEC §3.2): the plugin in a real pytest, the line parser, the judgement,
 and the protected archive (gate/sandbox/witness_plugin.py, gate/sandbox/witness.py,
-gate/witness.py, gate/tarprotect.py)."""
+gate/differential/witness.py, gate/differential/tarprotect.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from gate import witness
+from gate.differential import witness
+from gate.differential.tarprotect import PROTECTED_UID, protect
 from gate.model import (
     CheckResult,
     CheckSpec,
@@ -27,7 +28,6 @@ from gate.model import (
     WitnessSession,
 )
 from gate.sandbox.witness import MARKER, MAX_SESSIONS, Scanner, plugin_tar
-from gate.tarprotect import PROTECTED_UID, protect
 
 
 def _pytest_with_witness(project: Path, *args: str) -> tuple[int, list[dict[str, object]]]:

@@ -15,7 +15,7 @@ disagree as a *tamper finding* (kind, detail):
   `tests-unaccounted`).
 
 A finding of a kind the *base* run shows too is the project's own harness at work (the
-base's code is already trusted) and is waived; gate/differential_runs.py does that, and
+base's code is already trusted) and is waived; gate/differential/runs.py does that, and
 `witness-missing` (pytest ran under the witness on the base, not against the change).
 """
 
@@ -25,9 +25,9 @@ import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from gate import junitpath
+from gate.differential import junitpath
+from gate.differential.paths import WORKSPACE
 from gate.model import CheckResult, CheckSpec, Phase, WitnessSession
-from gate.sandbox.copy_in import WORKSPACE
 
 __all__ = ["WORKSPACE", "Assessment", "assess", "foreign_conftest", "waive"]
 

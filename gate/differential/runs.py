@@ -22,8 +22,9 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from gate import differential, usercache, witness
-from gate.differential import BASE, PROVING, TRUSTED, DifferentialReport, Run
+from gate import differential, usercache
+from gate.differential import BASE, PROVING, TRUSTED, DifferentialReport, Run, witness
+from gate.differential.junit import TestId, TestOutcome, parse_outcomes
 from gate.errors import RepoError
 from gate.git.interface import (
     EvidenceSource,
@@ -32,7 +33,6 @@ from gate.git.interface import (
     clean_room_mtime,
 )
 from gate.journal import Journal, canonical_json
-from gate.junit import TestId, TestOutcome, parse_outcomes
 from gate.model import (
     CheckResult,
     CheckSpec,

@@ -1,6 +1,6 @@
 """SPEC §3.1: the base's tests judge the change. Pure comparison over per-test outcomes.
 
-Runs (each a fresh container, see `gate.differential_runs`): head (the proven tree), base
+Runs (each a fresh container, see `gate.differential.runs`): head (the proven tree), base
 (the base tree), trusted (the proven tree with the base's test files and harness) and,
 with `differential: full`, proving (the base tree with the head's test files).
 
@@ -28,8 +28,8 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from gate.differential.junit import TestId, TestOutcome, counts
 from gate.journal import canonical_json
-from gate.junit import TestId, TestOutcome, counts
 from gate.model import CheckSpec, Decision, DifferentialMode, JsonDict, Reason, ReasonCode
 from gate.policy.paths import glob_match
 
@@ -74,7 +74,7 @@ class Run:
     outcomes: Mapping[TestId, TestOutcome] | None
     problem: str | None = None  # why `outcomes` is None (or a non-fatal remark)
     cached: bool = False
-    witnessed: bool = False  # pytest ran under proofgate's witness (gate/witness.py)
+    witnessed: bool = False  # pytest ran under proofgate's witness (gate/differential/witness.py)
     tamper: tuple[tuple[str, str], ...] = ()  # the witness's findings (kind, detail)
     conftests: tuple[tuple[str, str | None], ...] = ()  # what pytest loaded (path, blob)
 
