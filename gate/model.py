@@ -147,6 +147,7 @@ class ReasonCode(enum.StrEnum):
     REGRESSION = "regression"
     EXPECTATION_CHANGED = "expectation-changed"
     TESTS_LOST = "tests-lost"
+    ENVIRONMENT_CHANGED = "environment-changed"
     # trusted evidence (8), SPEC §3.2: the witness in pytest contradicts what was read
     EVIDENCE_TAMPERED = "evidence-tampered"
     # the run itself
@@ -646,6 +647,52 @@ class EgressRecord:
         }
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, order=True)
+class EnvChange:
+    """One change setup or build made outside /workspace that a test could execute."""
+
+    path: str
+    kind: str  # modified | added | removed
+    sha256: str | None = None  # of the file's bytes; None when removed or unreadable
+    why: str = ""  # the class: image-file, startup-hook, on-path, shadows-stdlib
+
+    def to_dict(self) -> JsonDict:
+        d: JsonDict = {"path": self.path, "kind": self.kind, "why": self.why}
+        if self.sha256 is not None:
+            d["sha256"] = self.sha256
+        return d
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, object]) -> EnvChange:
+        sha = raw.get("sha256")
+        return cls(
+            path=str(raw["path"]),
+            kind=str(raw["kind"]),
+            sha256=None if sha is None else str(sha),
+            why=str(raw.get("why") or ""),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnvRecord:
+    """What one run's setup and build changed, as far as a test could execute it."""
+
+    changes: tuple[EnvChange, ...] = ()
+    complete: bool = True  # False: more changes than were recorded, or unreadable ones
+
+    def to_dict(self) -> JsonDict:
+        return {"complete": self.complete, "changes": [c.to_dict() for c in self.changes]}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, object]) -> EnvRecord:
+        items = raw.get("changes")
+        rows = items if isinstance(items, list) else []
+        return cls(
+            changes=tuple(EnvChange.from_dict(r) for r in rows if isinstance(r, dict)),
+            complete=bool(raw.get("complete")),
+        )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckResult:
     """What one check did in its own fresh container.
@@ -663,6 +710,8 @@ class CheckResult:
     junit_report: bytes | None = field(default=None, repr=False)
     egress: EgressRecord | None = None  # set when setup ran behind the egress broker
     environment: JsonDict | None = None  # the setup cache: {cache: hit|miss|off, key, image}
+    # SPEC §3.2: what setup and build changed outside /workspace (recorded where judged)
+    env_changes: EnvRecord | None = None
 
     def to_dict(self) -> JsonDict:
         d: JsonDict = {

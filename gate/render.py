@@ -534,10 +534,17 @@ _DIFFERENTIAL_TITLES = {
     ),
     "tests-lost": ("lost", "{n} base test(s) skipped or missing in the change's run: {first}"),
 }
+_ENVIRONMENT_TITLE = "setup or build changed the judge's environment: {first} (a person confirms)"
 
 
 def _differential_title(code: str, check: object) -> str:
     """A short title for the differential's reasons: how many tests, and the first."""
+    if code == "environment-changed":
+        changed = _list(_get(check, "tests", "environment_changed"))
+        if not changed:
+            return ""
+        first = _plain(_get(changed[0], "path")) + (", …" if len(changed) > 1 else "")
+        return _ENVIRONMENT_TITLE.format(first=first)
     if code not in _DIFFERENTIAL_TITLES:
         return ""
     key, text = _DIFFERENTIAL_TITLES[code]
@@ -638,6 +645,17 @@ def _tests(p: Mapping[str, object]) -> str:
             more = f" (first {len(items)} of {_text(total)})" if total != len(items) else ""
             lines.append(f"\n**{title}**{more}:\n")
             lines += [f"- {_code(i)}" for i in items]
+        env = _list(_get(t, "environment_changed"))
+        if env:
+            lines.append(
+                "\n**Environment changed** (setup or build changed, outside /workspace, "
+                "what the base's tests execute; the base's did not):\n"
+            )
+            lines += [
+                f"- {_code(_get(e, 'path'))} {_text(_get(e, 'kind'))} "
+                f"({_text(_get(e, 'why'))}) {_code(_get(e, 'sha256'))}"
+                for e in env
+            ]
         lines.append("")
     return "## Tests: the base's tests judge the change\n\n" + "\n".join(lines) if lines else ""
 

@@ -30,7 +30,16 @@ from dataclasses import dataclass, field
 
 from gate.differential.junit import TestId, TestOutcome, counts
 from gate.journal import canonical_json
-from gate.model import CheckSpec, Decision, DifferentialMode, JsonDict, Reason, ReasonCode
+from gate.model import (
+    CheckSpec,
+    Decision,
+    DifferentialMode,
+    EnvChange,
+    EnvRecord,
+    JsonDict,
+    Reason,
+    ReasonCode,
+)
 from gate.policy.paths import glob_match
 
 __all__ = [
@@ -77,6 +86,9 @@ class Run:
     witnessed: bool = False  # pytest ran under proofgate's witness (gate/differential/witness.py)
     tamper: tuple[tuple[str, str], ...] = ()  # the witness's findings (kind, detail)
     conftests: tuple[tuple[str, str | None], ...] = ()  # what pytest loaded (path, blob)
+    # what setup and build changed outside /workspace (gate/differential/environment.py)
+    environment: EnvRecord | None = None
+    reused_from: str | None = None  # the run (or cache entry) whose outcomes these are
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,6 +109,8 @@ class DifferentialReport:
     pre_existing: tuple[str, ...] = ()  # failing on base: recorded, not held against it
     findings: tuple[JsonDict, ...] = ()
     tampered: tuple[str, ...] = ()  # "run: kind: detail", the witness's unwaived findings
+    # SPEC §3.2: what setup and build changed for the judging run and not for the base's
+    environment_changed: tuple[EnvChange, ...] = ()
     reasons: tuple[Reason, ...] = field(default=())
 
     def to_dict(self) -> JsonDict:
@@ -111,6 +125,7 @@ class DifferentialReport:
             for r in self.runs
             if r.cached or r.problem
         }
+        d["reused"] = {r.name: r.reused_from for r in self.runs if r.reused_from}
         d["proving_basis"] = self.proving_basis
         digests: JsonDict = {}
         for key, items in (
@@ -127,6 +142,8 @@ class DifferentialReport:
         d["findings"] = list(self.findings)
         if self.tampered:
             d["tampered"] = list(self.tampered[:MAX_LISTED])
+        if self.environment_changed:
+            d["environment_changed"] = [c.to_dict() for c in self.environment_changed[:MAX_LISTED]]
         return d
 
 
@@ -419,7 +436,34 @@ def compare(
     )
 
 
-HELD_CODES = frozenset({ReasonCode.EXPECTATION_CHANGED, ReasonCode.TESTS_LOST})
+HELD_CODES = frozenset(
+    {ReasonCode.EXPECTATION_CHANGED, ReasonCode.TESTS_LOST, ReasonCode.ENVIRONMENT_CHANGED}
+)
+
+
+def environment_reason(
+    check: str, judged: Run, base: Run
+) -> tuple[tuple[EnvChange, ...], Reason | None]:
+    """SPEC §3.2: what the judging run's setup and build changed outside /workspace that
+    the base's did not (gate/differential/environment.py), and the HELD reason for it.
+
+    Where either side has no record (the run did not get that far), nothing is judged
+    here: the run's own problem already keeps the verdict from PROVEN."""
+    from gate.differential import environment  # noqa: PLC0415 - a module beside this one
+
+    if judged.environment is None or base.environment is None:
+        return (), None
+    fresh = environment.new_in(judged.environment, base.environment)
+    if not fresh:
+        return (), None
+    shown = ", ".join(f"{c.path or '(more)'} {c.kind}" for c in fresh[:5])
+    more = f" (and {len(fresh) - 5} more)" if len(fresh) > 5 else ""
+    message = (
+        f"setup or build changed what the {judged.name} run's tests execute, outside "
+        f"/workspace, as the base's setup and build did not: {shown}{more}. A person "
+        "confirms the new environment (e.g. a dependency bump) before it judges"
+    )
+    return fresh, Reason(code=ReasonCode.ENVIRONMENT_CHANGED, message=message, check=check)
 
 
 def wants_a_person(reports: Iterable[DifferentialReport]) -> bool:

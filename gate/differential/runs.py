@@ -39,12 +39,14 @@ from gate.model import (
     Config,
     Decision,
     DifferentialMode,
+    EnvRecord,
     Evidence,
     ImageRef,
     Reason,
     ReasonCode,
     TreeId,
 )
+from gate.sandbox import witness as witness_env
 from gate.sandbox.interface import Sandbox, SandboxError
 
 __all__ = ["Pending", "cache_dir", "start"]
@@ -52,8 +54,7 @@ __all__ = ["Pending", "cache_dir", "start"]
 log = logging.getLogger("gate")
 
 MAX_TEST_SOURCE_BYTES = 32 * 1024 * 1024  # test files read for rename detection
-CACHE_VERSION = 2  # 2: the witness (witnessed, tamper kinds)
-CONTINUE = "--continue-on-collection-errors"
+CACHE_VERSION = 3  # 2: the witness (witnessed, tamper kinds); 3: the environment record
 
 
 def cache_dir() -> Path:
@@ -78,6 +79,7 @@ def _outcomes_of(result: CheckResult, name: str, spec: CheckSpec | None = None) 
         witnessed=seen.sessions > 0,
         tamper=seen.findings,
         conftests=conftests,
+        environment=result.env_changes,
     )
 
 
@@ -107,9 +109,12 @@ def _cache_key(spec: CheckSpec, base_tree: TreeId, image: ImageRef, config_diges
     material = {
         "v": CACHE_VERSION,
         "base_tree": base_tree,
-        "check": repr(spec),
+        "check": repr(spec),  # its commands, limits and environment variables
         "image": image.digest,
         "config": config_digest,
+        # what every test command gets besides (the witness and the pytest options)
+        "test_environment": witness_env.test_environment({}, differential=True),
+        "witness": witness_env.plugin_digest(),
     }
     return hashlib.sha256(canonical_json(material)).hexdigest()
 
@@ -124,12 +129,14 @@ def _cache_read(path: Path) -> Run | None:
         rows = raw["outcomes"]
         outcomes = {TestId(classname=str(c), name=str(n)): TestOutcome(str(o)) for c, n, o in rows}
         kinds = tuple((str(k), "") for k in raw["witness"]["tamper"])
+        env = raw.get("environment")
         return Run(
             name=BASE,
             outcomes=outcomes,
             cached=True,
             witnessed=bool(raw["witness"]["witnessed"]),
             tamper=kinds,
+            environment=EnvRecord.from_dict(env) if isinstance(env, dict) else None,
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -139,7 +146,10 @@ def _cache_write(path: Path, outcomes: Mapping[TestId, TestOutcome], run: Run) -
     rows = [[t.classname, t.name, o.value] for t, o in sorted(outcomes.items())]
     seen = {"witnessed": run.witnessed, "tamper": sorted({k for k, _ in run.tamper})}
     try:
-        data = canonical_json({"v": CACHE_VERSION, "outcomes": rows, "witness": seen})
+        env = run.environment.to_dict() if run.environment is not None else None
+        data = canonical_json(
+            {"v": CACHE_VERSION, "outcomes": rows, "witness": seen, "environment": env}
+        )
         usercache.write_atomic(path, data)
     except OSError as e:
         log.warning("cannot write the base-run cache %s: %s", path, e)
@@ -164,8 +174,8 @@ class _Plan:
     is_test: Callable[[bytes], bool]
     jobs: dict[str, _Job]
     cached_base: Run | None = None
+    cache_entry: str | None = None  # the base-run cache entry the base run comes from
     note: str | None = None
-    head_cache: Path | None = None  # the proven tree's entry: a later base run of that tree
     # run -> the run of the very same tree whose outcomes it reuses (no second container)
     same_as: dict[str, str] = dataclasses.field(default_factory=dict)
     trees: dict[str, TreeId] = dataclasses.field(default_factory=dict)  # run -> its tree
@@ -180,13 +190,10 @@ def _execute(
     if stop.is_set():
         return Run(name=job.run, outcomes=None, problem="interrupted"), journal
     tar = job.tar
-    # A module of the base's tests that does not import against the change (or a new test
-    # module without it) must cost that module's tests, not the whole run: pytest stops at
-    # a collection error unless told otherwise. Every differential run gets the same flag.
-    env = dict(job.check.limits.env)
-    env["PYTEST_ADDOPTS"] = (env.get("PYTEST_ADDOPTS", "") + " " + CONTINUE).strip()
-    limits = dataclasses.replace(job.check.limits, env=tuple(sorted(env.items())))
-    spec = dataclasses.replace(job.check, name=f"{job.check.name}@{job.run}", limits=limits)
+    # SPEC §3.2: every run gets the check's own environment and the same pytest options
+    # as the head run (gate/sandbox/witness.py `test_environment`): one environment-cache
+    # key for all of them, and no test that behaves differently in one run.
+    spec = dataclasses.replace(job.check, name=f"{job.check.name}@{job.run}")
     log.info("check %s: the %s run in a fresh container", job.check.name, job.run)
 
     def stream() -> Iterator[bytes]:
@@ -281,7 +288,9 @@ class Pending:
             )
             runs[name] = run
         if plan.cached_base is not None:
-            runs[BASE] = plan.cached_base
+            runs[BASE] = dataclasses.replace(
+                plan.cached_base, reused_from=f"base-run cache entry {plan.cache_entry}"
+            )
         if plan.note is not None:
             return differential.not_run(spec.name, spec.differential, plan.note)
         base = runs[BASE]
@@ -291,18 +300,15 @@ class Pending:
         if head is None:
             head_run = Run(name="head", outcomes=None, problem="the head run did not run")
         else:
+            # SPEC §3.2: only a real base run is ever cached as a base run
             head_run = _outcomes_of(head, "head", spec)
-            seen = head_run.outcomes
-            if plan.head_cache is not None and seen and head_run.problem is None:
-                clean = not head_run.tamper
-                if clean and all(o in (TestOutcome.PASS, TestOutcome.SKIP) for o in seen.values()):
-                    # the outcomes of this very tree: what a base run of it would record
-                    _cache_write(plan.head_cache, seen, head_run)
         runs["head"] = head_run
         for name, twin in plan.same_as.items():
             got = runs[twin]
             note = f"the {name} tree is the {twin} tree: the {twin} run's outcomes"
-            runs[name] = dataclasses.replace(got, name=name, problem=got.problem or note)
+            runs[name] = dataclasses.replace(
+                got, name=name, problem=got.problem or note, reused_from=f"the {twin} run"
+            )
         tampered = self._tampered(plan, runs, base)
         if any(t.startswith(f"{TRUSTED}: ") for t in tampered):
             # SPEC §3.2: what the witness contradicts is no outcome at all
@@ -329,6 +335,11 @@ class Pending:
             head_files=head_files,
             no_proving_decision=rules.get(differential.NO_PROVING_TEST, Decision.ALLOW),
         )
+        changed_env, env_reason = differential.environment_reason(spec.name, runs[TRUSTED], base)
+        if env_reason is not None:
+            report = dataclasses.replace(
+                report, environment_changed=changed_env, reasons=(*report.reasons, env_reason)
+            )
         if not tampered:
             return report
         reason = Reason(
@@ -481,10 +492,10 @@ def _plan(
     entry: Path | None = None
     if cache is not None:
         entry = cache / f"{_cache_key(spec, ev.base.tree, image, config_digest)}.json"
-        plan.head_cache = cache / f"{_cache_key(spec, ev.proven_tree, image, config_digest)}.json"
         hit = _cache_read(entry)
         if hit is not None:
             plan.cached_base = hit
+            plan.cache_entry = entry.stem
             del trees[BASE]
     for name, tree in trees.items():
         try:

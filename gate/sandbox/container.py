@@ -53,6 +53,7 @@ import docker.types
 from docker import APIClient
 
 from gate import differential
+from gate.differential import environment as envjudge
 from gate.differential import junitpath, tarprotect
 from gate.differential.paths import WORKSPACE
 from gate.journal import Journal
@@ -61,12 +62,13 @@ from gate.model import (
     CheckSpec,
     Command,
     CommandResult,
+    EnvRecord,
     ImageRef,
     Phase,
     PhaseResult,
     Sha256,
 )
-from gate.sandbox import bytecode, envcache, witness
+from gate.sandbox import bytecode, envcache, envdiff, witness
 from gate.sandbox.copy_in import close_iterator, copy_tree
 from gate.sandbox.egress import EgressBroker, EgressStartError
 from gate.sandbox.errors import DockerRefused, daemon_gone, docker_errors, is_transport_error
@@ -100,12 +102,21 @@ class CheckRun:
         stop: threading.Event | None = None,
         start_image: str | None = None,
         commit_labels: dict[str, str] | None = None,
+        record_environment: bool = False,
+        start_env: EnvRecord | None = None,
     ) -> None:
         self.api = api
         self.stop = stop  # set: kill what runs, remove everything, KeyboardInterrupt
         self.start_image = start_image or image.id  # a cached environment, or the image
         self.commit_labels = commit_labels  # set: commit the container once all succeeded
         self.committed: str | None = None
+        # SPEC §3.2: record what setup and build changed outside /workspace before the
+        # container becomes the test phase's image (gate/sandbox/envdiff.py); on top of
+        # what a cached environment's setup changed (`start_env`)
+        self.record_environment = record_environment
+        self.env_changes: EnvRecord | None = start_env if record_environment else None
+        if record_environment and self.env_changes is None:
+            self.env_changes = EnvRecord()
         self.spec = spec
         self.image = image
         self.journal = journal
@@ -168,6 +179,7 @@ class CheckRun:
             error=error,
             junit_report=junit,
             egress=egress,
+            env_changes=self.env_changes,
         )
 
     def _prepare(self, tree_tar: Callable[[], Iterator[bytes]]) -> str | None:
@@ -408,13 +420,15 @@ class CheckRun:
         both are gone or started before the command runs. A message when that fails."""
         try:
             if self.writable:
+                # Without a record, not paused (40 ms): the root filesystem is the
+                # change's either way, whatever a process the build left behind writes
+                # into it meanwhile. With one, frozen: what is judged is what is committed.
+                frozen = self._freeze_and_record()
                 with docker_errors("snapshot the container after the build"):
-                    # from a cached environment: the snapshot must not pass for one. Not
-                    # paused (40 ms): the root filesystem is the change's either way,
-                    # whatever a process the build left behind writes into it meanwhile.
+                    # from a cached environment: the snapshot must not pass for one
                     unmark = dict.fromkeys(envcache.MARKS, "")
                     committed = self.api.commit(
-                        self.container_id, pause=False, conf={"Labels": unmark}
+                        self.container_id, pause=not frozen, conf={"Labels": unmark}
                     )
                 self.temp_image = self.test_image = str(committed["Id"])
                 self.journal.append("image-committed", check=self.spec.name, image=self.temp_image)
@@ -437,11 +451,41 @@ class CheckRun:
             return str(e)
         return None
 
+    def _freeze_and_record(self) -> bool:
+        """With a record wanted: freeze every process of the writable container and read
+        what setup and build changed (SPEC §3.2). The container stays paused until it
+        is removed. Whether it was frozen.
+
+        Raises:
+            DockerRefused, SandboxError: the daemon refused, or did not answer in time.
+        """
+        if not self.record_environment:
+            return False
+        with docker_errors("freeze the container after the build"):
+            self.api.pause(self.container_id)
+        got = envdiff.record(self.api, self.container_id)
+        self.env_changes = envjudge.merge(self.env_changes or EnvRecord(), got)
+        self.journal.append(
+            "environment-recorded",
+            check=self.spec.name,
+            changes=len(got.changes),
+            complete=got.complete,
+        )
+        return True
+
     def _commit_environment(self, labels: dict[str, str]) -> None:
-        """The environment cache (gate/sandbox/envcache.py): keep what setup made."""
+        """The environment cache (gate/sandbox/envcache.py): keep what setup made, and
+        (where recorded) what it changed outside /workspace, for the runs that start
+        from it."""
         try:
+            frozen = self._freeze_and_record()
+            if frozen and self.env_changes is not None:
+                labels = {
+                    **labels,
+                    envcache.CHANGES_LABEL: envcache.encode_changes(self.env_changes),
+                }
             with docker_errors("commit the environment after setup"):
-                got = self.api.commit(self.container_id, pause=True, conf={"Labels": labels})
+                got = self.api.commit(self.container_id, pause=not frozen, conf={"Labels": labels})
         except DockerRefused as e:
             raise SandboxError(str(e)) from e
         self.committed = str(got["Id"])
@@ -624,7 +668,9 @@ class CheckRun:
         environment = [f"PYTHONPYCACHEPREFIX={PYCACHE_PREFIX}"]
         if phase is Phase.TEST:
             environment.append("PYTHONNOUSERSITE=1")
-            environment.extend(witness.test_environment(self.env))
+            environment.extend(
+                witness.test_environment(self.env, differential=differential.enabled(self.spec))
+            )
         if phase is Phase.SETUP and self.networked and self.egress is not None:
             environment.extend(self.egress.env)  # this command only: not in the commit
         if deadline - started <= 0:

@@ -17,8 +17,17 @@ from typing import TYPE_CHECKING, Any
 import docker
 import docker.errors
 
+from gate import differential
 from gate.journal import Journal
-from gate.model import CheckResult, CheckSpec, ImageRef, Phase
+from gate.model import (
+    CheckResult,
+    CheckSpec,
+    EgressRecord,
+    EnvRecord,
+    ImageRef,
+    Phase,
+    PhaseResult,
+)
 from gate.sandbox import envcache
 from gate.sandbox.container import CheckRun
 from gate.sandbox.errors import DAEMON_HELP, TRANSPORT_ERRORS, DockerRefused, docker_errors
@@ -106,9 +115,15 @@ class DockerSandbox:
             KeyboardInterrupt: interrupted, or `stop` was set (containers are removed).
         """
         if spec.setup_inputs is None or not any(p is Phase.SETUP for p, _ in spec.phases):
-            result = self._run(
-                CheckRun(self._api, spec, image, journal, **self._opts(stop)), tree_tar
+            run = CheckRun(
+                self._api,
+                spec,
+                image,
+                journal,
+                record_environment=differential.enabled(spec),
+                **self._opts(stop),
             )
+            result = self._run(run, tree_tar)
             return result if spec.setup_inputs is None else _with_environment(result, "off")
         return self._run_cached(spec, image, tree_tar, journal, stop)
 
@@ -140,42 +155,92 @@ class DockerSandbox:
         then build and test on a fresh copy of the whole tree (gate/sandbox/envcache.py)."""
         assert spec.setup_inputs is not None  # noqa: S101 - caller checked
         inputs, digest = envcache.setup_inputs(tree_tar, spec.setup_inputs)
-        key = envcache.key(spec, image, digest)
-        found = envcache.lookup(self._api, key)
-        cached, setup_phases = found if found is not None else (None, ())
-        setup_egress = None  # a hit ran no setup: nothing went through the broker
-        state = "hit" if cached is not None else "miss"
-        journal.append("environment-looked-up", check=spec.name, key=key, cache=state)
-        if cached is None:
-            setup = dataclasses.replace(
-                spec, phases=tuple(p for p in spec.phases if p[0] is Phase.SETUP), junit=None
-            )
-            run = CheckRun(
-                self._api,
-                setup,
-                image,
-                journal,
-                commit_labels=envcache.labels(key),
-                **self._opts(stop),
-            )
-            done = self._run(run, lambda: iter((inputs,)))
-            if run.committed is None:  # setup failed: the check ends here, nothing is kept
-                return _with_environment(done, "miss", key)
-            cached, setup_phases, setup_egress = run.committed, done.phases, done.egress
-            try:
-                envcache.tag(self._api, cached, key)
-            except DockerRefused as e:
-                raise SandboxError(str(e)) from e
-            envcache.prune(self._api)
+        record = differential.enabled(spec)
+        key = envcache.key(spec, image, digest, recorded=record)
+        # one setup per key at a time in this process: the runs of a differential that
+        # share it (head, trusted, proving) wait for the first, then hit its entry
+        with _setup_lock(key):
+            got = self._environment(spec, image, journal, stop, inputs, key, record)
+        if isinstance(got, CheckResult):
+            return got  # setup failed: the check ends here, nothing is kept
+        cached, setup_phases, changes, setup_egress, state = got
         rest = dataclasses.replace(
             spec, phases=tuple(p for p in spec.phases if p[0] is not Phase.SETUP)
         )
-        run = CheckRun(self._api, rest, image, journal, start_image=cached, **self._opts(stop))
+        run = CheckRun(
+            self._api,
+            rest,
+            image,
+            journal,
+            start_image=cached,
+            record_environment=record,
+            start_env=changes,
+            **self._opts(stop),
+        )
         result = self._run(run, tree_tar)
         result = dataclasses.replace(
             result, phases=setup_phases + result.phases, egress=setup_egress
         )
         return _with_environment(result, state, key, cached)
+
+    def _environment(
+        self,
+        spec: CheckSpec,
+        image: ImageRef,
+        journal: Journal,
+        stop: threading.Event | None,
+        inputs: bytes,
+        key: str,
+        record: bool,
+    ) -> (
+        tuple[str, tuple[PhaseResult, ...], EnvRecord | None, EgressRecord | None, str]
+        | CheckResult
+    ):
+        """The cached environment of `key`, made by setup on the inputs alone on a miss:
+        (image, setup results, what setup changed, egress record, hit|miss), or the
+        result of a setup that failed."""
+        found = envcache.lookup(self._api, key)
+        journal.append(
+            "environment-looked-up",
+            check=spec.name,
+            key=key,
+            cache="hit" if found is not None else "miss",
+        )
+        if found is not None:
+            changes = found.changes
+            if record and changes is None:  # recorded by key; a label lost is no record
+                changes = EnvRecord(complete=False)
+            return found.image, found.setup, changes, None, "hit"
+        setup = dataclasses.replace(
+            spec, phases=tuple(p for p in spec.phases if p[0] is Phase.SETUP), junit=None
+        )
+        run = CheckRun(
+            self._api,
+            setup,
+            image,
+            journal,
+            commit_labels=envcache.labels(key),
+            record_environment=record,
+            **self._opts(stop),
+        )
+        done = self._run(run, lambda: iter((inputs,)))
+        if run.committed is None:
+            return _with_environment(done, "miss", key)
+        try:
+            envcache.tag(self._api, run.committed, key)
+        except DockerRefused as e:
+            raise SandboxError(str(e)) from e
+        envcache.prune(self._api)
+        return run.committed, done.phases, run.env_changes, done.egress, "miss"
+
+
+_SETUP_LOCKS: dict[str, threading.Lock] = {}
+_SETUP_LOCKS_GUARD = threading.Lock()
+
+
+def _setup_lock(key: str) -> threading.Lock:
+    with _SETUP_LOCKS_GUARD:
+        return _SETUP_LOCKS.setdefault(key, threading.Lock())
 
 
 def _with_environment(

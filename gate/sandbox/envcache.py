@@ -23,16 +23,27 @@ from dataclasses import dataclass
 from docker import APIClient
 
 from gate.canonical import canonical_json
-from gate.model import CheckSpec, CommandResult, ImageRef, JsonDict, Phase, PhaseResult, Sha256
+from gate.model import (
+    CheckSpec,
+    CommandResult,
+    EnvRecord,
+    ImageRef,
+    JsonDict,
+    Phase,
+    PhaseResult,
+    Sha256,
+)
 from gate.policy.paths import glob_match
 from gate.sandbox.errors import DockerRefused, docker_errors
 
 CACHE_LABEL = "proofgate.env-cache"
 KEY_LABEL = "proofgate.env-key"
 SETUP_LABEL = "proofgate.env-setup"  # the setup phase's results, shown again on a hit
-MARKS = (CACHE_LABEL, KEY_LABEL, SETUP_LABEL)  # what an image made from one inherits
+# what setup changed outside /workspace (gate/differential/environment.py), where recorded
+CHANGES_LABEL = "proofgate.env-changes"
+MARKS = (CACHE_LABEL, KEY_LABEL, SETUP_LABEL, CHANGES_LABEL)  # what an image made from one inherits
 KEEP = 10  # cached environments kept, newest first
-VERSION = 1
+VERSION = 2  # 2: whether setup's changes are recorded is part of the key
 
 
 def labels(key: str) -> dict[str, str]:
@@ -103,8 +114,9 @@ def setup_inputs(
     return out.getvalue(), hashlib.sha256(canonical_json(sorted(digest))).hexdigest()
 
 
-def key(spec: CheckSpec, image: ImageRef, inputs: str) -> str:
-    """Everything the setup phase's result can depend on (docs/performance.md)."""
+def key(spec: CheckSpec, image: ImageRef, inputs: str, *, recorded: bool) -> str:
+    """Everything the setup phase's result can depend on (docs/performance.md), and
+    whether the entry carries the record of what setup changed (SPEC §3.2)."""
     limits = spec.limits
     setup = [list(c.argv) for p, cmds in spec.phases if p is Phase.SETUP for c in cmds]
     body: JsonDict = {
@@ -117,6 +129,7 @@ def key(spec: CheckSpec, image: ImageRef, inputs: str) -> str:
         "user": limits.user,
         "cap_add": list(limits.cap_add),
         "inputs": inputs,
+        "recorded": recorded,
     }
     return hashlib.sha256(canonical_json(body)).hexdigest()
 
@@ -184,15 +197,37 @@ def _decode_setup(label: str) -> tuple[PhaseResult, ...]:
     return (PhaseResult(phase=Phase.SETUP, commands=commands),) if commands else ()
 
 
-def lookup(api: APIClient, wanted: str) -> tuple[str, tuple[PhaseResult, ...]] | None:
-    """The newest cached environment of that key and the setup results that made it."""
+def encode_changes(record: EnvRecord) -> str:
+    return json.dumps(record.to_dict(), sort_keys=True, separators=(",", ":"))
+
+
+def _decode_changes(label: str | None) -> EnvRecord | None:
+    if label is None:
+        return None
+    try:
+        raw = json.loads(label)
+        return EnvRecord.from_dict(raw) if isinstance(raw, dict) else None
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    image: str
+    setup: tuple[PhaseResult, ...]  # the setup results that made it
+    changes: EnvRecord | None  # what that setup changed outside /workspace, if recorded
+
+
+def lookup(api: APIClient, wanted: str) -> Hit | None:
+    """The newest cached environment of that key."""
     for entry in entries(api):
         if entry.key == wanted:
             with docker_errors("inspect a cached environment"):
                 got = api.inspect_image(entry.image).get("Config") or {}
-            phases = _decode_setup(str((got.get("Labels") or {}).get(SETUP_LABEL, "")))
+            labels = got.get("Labels") or {}
+            phases = _decode_setup(str(labels.get(SETUP_LABEL, "")))
             if phases and all(p.ok for p in phases):
-                return entry.image, phases
+                return Hit(entry.image, phases, _decode_changes(labels.get(CHANGES_LABEL)))
     return None
 
 

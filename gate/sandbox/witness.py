@@ -15,6 +15,7 @@ the log) is parsed here.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import tarfile
@@ -41,6 +42,7 @@ MODULE = "proofgate_witness"
 MARKER = b"##[proofgate-witness] "
 _PATTERN = b"\n" + MARKER  # the plugin starts its line with a newline
 MAX_SESSIONS = 16
+CONTINUE = "--continue-on-collection-errors"
 MAX_LINE = 1 << 20
 
 
@@ -125,6 +127,13 @@ class Scanner:
             self.problems.append(text)
 
 
+@lru_cache(maxsize=1)
+def plugin_digest() -> str:
+    """SHA-256 of the plugin's source: what a cached base run was witnessed by."""
+    source = resources.files("gate.sandbox").joinpath("witness_plugin.py").read_bytes()
+    return hashlib.sha256(source).hexdigest()
+
+
 @lru_cache(maxsize=8)
 def plugin_tar(*, writable_prefix: bool, bytecode: tuple[str, ...] = ()) -> bytes:
     """The volume's content: `witness/` with the plugin (read-only) and `pycache/`, all
@@ -158,9 +167,17 @@ def plugin_tar(*, writable_prefix: bool, bytecode: tuple[str, ...] = ()) -> byte
     return buf.getvalue()
 
 
-def test_environment(env: dict[str, str]) -> list[str]:
-    """What a test command adds to its environment (`env`: the check's and the image's)."""
+def test_environment(env: dict[str, str], *, differential: bool) -> list[str]:
+    """What a test command adds to its environment (`env`: the check's and the image's).
+
+    With a differential, every run of it (head, base, trusted, proving) gets the same
+    options (SPEC §3.2): a module of the base's tests that does not import against the
+    change (or a new test module without it) costs that module's tests, not the whole
+    run, as pytest would stop at a collection error otherwise.
+    """
     addopts = f"-p {MODULE}"
+    if differential:
+        addopts += f" {CONTINUE}"
     if env.get("PYTEST_ADDOPTS"):
         addopts += " " + env["PYTEST_ADDOPTS"]
     path = WITNESS_DIR + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

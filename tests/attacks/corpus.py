@@ -1731,7 +1731,8 @@ def by_id(case_id: str) -> Case:
 
 
 # Attacks on the evidence (SPEC §3.2) live in their own module and count here.
+from tests.attacks.environment import ENVIRONMENT_CASES  # noqa: E402
 from tests.attacks.evidence import EVIDENCE_CASES, WITNESS_CASES  # noqa: E402
 
-CASES = (*ATTACKS, *EVIDENCE_CASES, *WITNESS_CASES, *HONEST)  # attacks before honest changes
+CASES = (*ATTACKS, *EVIDENCE_CASES, *WITNESS_CASES, *ENVIRONMENT_CASES, *HONEST)
 ATTACKS = tuple(c for c in CASES if c.kind == "attack")

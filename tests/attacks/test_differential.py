@@ -285,11 +285,12 @@ def test_a_second_proof_reuses_the_cached_base_run(tmp_path: Path) -> None:
     assert "base" not in one["run_notes"]  # type: ignore[operator]
     assert two["run_notes"] == {"base": "reused from the local cache"}
     assert one["runs"] == two["runs"]
-    # the base tree's entry, and the proven tree's (for when it is a base in turn)
+    assert two["reused"]["base"].startswith("base-run cache entry ")  # type: ignore[index]
+    # the base tree's entry only: a head run is never cached as a base run (SPEC §3.2)
     entries = [json.loads(e.read_bytes()) for e in differential_runs.cache_dir().glob("*.json")]
-    assert len(entries) == 2
-    assert all(set(e) == {"v", "outcomes", "witness"} for e in entries)  # outcomes, witness
-    assert sorted(len(e["outcomes"]) for e in entries) == [2, 3]
+    assert len(entries) == 1
+    assert set(entries[0]) == {"v", "outcomes", "witness", "environment"}
+    assert len(entries[0]["outcomes"]) == 2
 
 
 def test_a_change_to_code_only_reuses_the_head_run_as_the_trusted_run(tmp_path: Path) -> None:
