@@ -1736,3 +1736,4 @@ from tests.attacks.evidence import EVIDENCE_CASES, WITNESS_CASES  # noqa: E402
 
 CASES = (*ATTACKS, *EVIDENCE_CASES, *WITNESS_CASES, *ENVIRONMENT_CASES, *HONEST)
 ATTACKS = tuple(c for c in CASES if c.kind == "attack")
+HONEST = tuple(c for c in CASES if c.kind == "honest")
