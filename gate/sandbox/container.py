@@ -117,6 +117,9 @@ class CheckRun:
         self.env_changes: EnvRecord | None = start_env if record_environment else None
         if record_environment and self.env_changes is None:
             self.env_changes = EnvRecord()
+        self._recorder: threading.Thread | None = None  # lists the frozen build container
+        self._frozen: str | None = None
+        self._record_error: BaseException | None = None
         self.spec = spec
         self.image = image
         self.journal = journal
@@ -417,19 +420,17 @@ class CheckRun:
     def _to_test_container(self) -> str | None:
         """A new read-only container for the next test command; after build, from a
         commit of the build container. The old one is removed while the new one starts:
-        both are gone or started before the command runs. A message when that fails."""
+        both are gone or started before the command runs. With an environment record
+        (SPEC §3.2) the build container is frozen instead, and the daemon lists what it
+        changed while the tests run; it is removed once that is read, always before
+        anything of the check is read back. A message when that fails."""
         try:
+            frozen = False
             if self.writable:
-                # Without a record, not paused (40 ms): the root filesystem is the
-                # change's either way, whatever a process the build left behind writes
-                # into it meanwhile. With one, frozen: what is judged is what is committed.
-                frozen = self._freeze_and_record()
-                with docker_errors("snapshot the container after the build"):
-                    # from a cached environment: the snapshot must not pass for one
-                    unmark = dict.fromkeys(envcache.MARKS, "")
-                    committed = self.api.commit(
-                        self.container_id, pause=not frozen, conf={"Labels": unmark}
-                    )
+                # from a cached environment: the snapshot must not pass for one
+                unmark = dict.fromkeys(envcache.MARKS, "")
+                frozen = self.record_environment
+                committed = self._snapshot(unmark, "snapshot the container after the build")
                 self.temp_image = self.test_image = str(committed["Id"])
                 self.journal.append("image-committed", check=self.spec.name, image=self.temp_image)
             old, self.cid = self.container_id, None
@@ -446,24 +447,80 @@ class CheckRun:
                     self.stale.append(old)  # for `remove` to try again
                     raise
 
-            _concurrently(replace, remove_old)
+            if frozen:
+                self._start_recording(old)
+                replace()
+            else:
+                _concurrently(replace, remove_old)
         except DockerRefused as e:
             return str(e)
         return None
 
-    def _freeze_and_record(self) -> bool:
-        """With a record wanted: freeze every process of the writable container and read
-        what setup and build changed (SPEC §3.2). The container stays paused until it
-        is removed. Whether it was frozen.
+    def _snapshot(
+        self, labels: dict[str, str], what: str, *, label_record: bool = False
+    ) -> dict[str, object]:
+        """Commit the writable container. With a record wanted (SPEC §3.2), its
+        processes are frozen first and stay so until it is removed: what is judged is
+        what is committed (with `label_record`, the record is read first, to label the
+        image with it). Without one, not paused (40 ms): the root filesystem is the
+        change's either way, whatever a process the build left behind writes into it
+        meanwhile.
 
         Raises:
             DockerRefused, SandboxError: the daemon refused, or did not answer in time.
         """
-        if not self.record_environment:
-            return False
-        with docker_errors("freeze the container after the build"):
-            self.api.pause(self.container_id)
-        got = envdiff.record(self.api, self.container_id)
+        cid = self.container_id
+        if self.record_environment:
+            with docker_errors("freeze the container after setup and build"):
+                self.api.pause(cid)
+            if label_record:
+                self._record_changes(cid)
+                assert self.env_changes is not None  # noqa: S101 - just recorded
+                record = envcache.encode_changes(self.env_changes)
+                labels = {**labels, envcache.CHANGES_LABEL: record}
+        with docker_errors(what):
+            got: dict[str, object] = self.api.commit(cid, pause=False, conf={"Labels": labels})
+        return got
+
+    def _start_recording(self, frozen: str) -> None:
+        """List what the frozen build container changed, beside the test phase."""
+
+        def work() -> None:
+            try:
+                self._record_changes(frozen)
+            except BaseException as e:  # noqa: BLE001 - raised by `_finish_recording`
+                self._record_error = e
+
+        self._frozen = frozen
+        self._recorder = threading.Thread(target=work, name="proofgate-envdiff", daemon=True)
+        self._recorder.start()
+
+    def _finish_recording(self) -> None:
+        """Wait for the record, then remove the frozen build container.
+
+        Raises:
+            DockerRefused, SandboxError: the daemon refused, or did not answer in time.
+        """
+        recorder, self._recorder = self._recorder, None
+        if recorder is not None:
+            recorder.join()
+        frozen, self._frozen = self._frozen, None
+        if frozen is not None:
+            try:
+                self._remove(frozen)
+            except BaseException:
+                self.stale.append(frozen)
+                raise
+        error, self._record_error = self._record_error, None
+        if error is not None:
+            raise error
+
+    def _record_changes(self, container: str) -> None:
+        try:
+            got = envdiff.record(self.api, container)
+        except DockerRefused as e:  # no record is an incomplete one: never "unchanged"
+            self.journal.append("environment-unrecorded", check=self.spec.name, error=str(e))
+            got = EnvRecord(complete=False)
         self.env_changes = envjudge.merge(self.env_changes or EnvRecord(), got)
         self.journal.append(
             "environment-recorded",
@@ -471,21 +528,13 @@ class CheckRun:
             changes=len(got.changes),
             complete=got.complete,
         )
-        return True
 
     def _commit_environment(self, labels: dict[str, str]) -> None:
         """The environment cache (gate/sandbox/envcache.py): keep what setup made, and
         (where recorded) what it changed outside /workspace, for the runs that start
         from it."""
         try:
-            frozen = self._freeze_and_record()
-            if frozen and self.env_changes is not None:
-                labels = {
-                    **labels,
-                    envcache.CHANGES_LABEL: envcache.encode_changes(self.env_changes),
-                }
-            with docker_errors("commit the environment after setup"):
-                got = self.api.commit(self.container_id, pause=not frozen, conf={"Labels": labels})
+            got = self._snapshot(labels, "commit the environment after setup", label_record=True)
         except DockerRefused as e:
             raise SandboxError(str(e)) from e
         self.committed = str(got["Id"])
@@ -540,9 +589,9 @@ class CheckRun:
         read the report through."""
         try:
             if keep_holder:
-                self._remove_container()
+                _concurrently(self._remove_container, self._finish_recording)
             else:
-                _concurrently(self._remove_container, self._remove_holder)
+                _concurrently(self._remove_container, self._remove_holder, self._finish_recording)
         except DockerRefused as e:
             raise SandboxError(str(e)) from e
 
@@ -567,6 +616,7 @@ class CheckRun:
             lambda: attempt("container", self._remove_container),
             lambda: attempt("container", self._remove_holder),
             lambda: attempt("container", self._remove_stale),
+            lambda: attempt("container", self._finish_recording),
         )
         if self.temp_image is not None:
             attempt("image", self._remove_temp_image)
