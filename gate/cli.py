@@ -405,7 +405,9 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
         run = prove(
             dataclasses.replace(request, repo_dir=evidence.workdir),
             evidence=evidence,
-            sandbox=lambda: DockerSandbox(allow_pull=bool(getattr(args, "allow_pull", False))),
+            sandbox=lambda proof: DockerSandbox(
+                proof=proof, allow_pull=bool(getattr(args, "allow_pull", False))
+            ),
             approver=approver,
             on_event=_print_event,
         )

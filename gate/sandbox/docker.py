@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,7 @@ import docker.errors
 
 from gate.journal import Journal
 from gate.model import CheckResult, CheckSpec, ImageRef, Phase
-from gate.sandbox import envcache
+from gate.sandbox import envcache, labels
 from gate.sandbox.container import CheckRun
 from gate.sandbox.errors import DAEMON_HELP, TRANSPORT_ERRORS, DockerRefused, docker_errors
 from gate.sandbox.interface import ImageError, SandboxError
@@ -44,12 +45,20 @@ class DockerSandbox:
         allow_pull: bool = False,
         log_tail_bytes: int = 16384,
         egress_environ: Mapping[str, str] | None = None,
+        proof: str | None = None,
     ) -> None:
         """`egress_environ`: where the egress broker's test-only overrides are read from
         (`gate.sandbox.egress.unsafe_overrides`); None: this process's environment. The
-        Action passes an empty mapping, so a workflow's `env` cannot loosen the broker."""
+        Action passes an empty mapping, so a workflow's `env` cannot loosen the broker.
+        `proof`: the proof id every object it creates is labeled with
+        (gate/sandbox/labels.py); None: a fresh one.
+
+        Raises:
+            UsageError: a malformed proof id or PROOFGATE_LABELS.
+        """
         if log_tail_bytes < 0:
             raise ValueError("log_tail_bytes must not be negative")
+        self.labels = labels.ProofLabels.for_proof(proof, os.environ)
         try:
             self._client = client if client is not None else docker.from_env()
             self._client.ping()
@@ -112,8 +121,19 @@ class DockerSandbox:
             return result if spec.setup_inputs is None else _with_environment(result, "off")
         return self._run_cached(spec, image, tree_tar, journal, stop)
 
+    def sweep(self) -> tuple[str, ...]:
+        """Remove whatever is still labeled with this sandbox's proof id (an object whose
+        creation an interrupted request never reported back); call once every check of
+        the proof has ended. Best effort: never raises. Returns what it removed."""
+        return labels.sweep(self._api, self.labels.selector).removed
+
     def _opts(self, stop: threading.Event | None) -> dict[str, Any]:
-        return {"log_tail_bytes": self._tail, "stop": stop, "egress_environ": self._egress_environ}
+        return {
+            "log_tail_bytes": self._tail,
+            "stop": stop,
+            "egress_environ": self._egress_environ,
+            "labels": self.labels,
+        }
 
     @staticmethod
     def _run(run: CheckRun, tree_tar: Callable[[], Iterator[bytes]]) -> CheckResult:

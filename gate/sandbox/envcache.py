@@ -26,6 +26,7 @@ from gate.canonical import canonical_json
 from gate.model import CheckSpec, CommandResult, ImageRef, JsonDict, Phase, PhaseResult, Sha256
 from gate.policy.paths import glob_match
 from gate.sandbox.errors import DockerRefused, docker_errors
+from gate.sandbox.labels import OWNER, PROOF
 
 CACHE_LABEL = "proofgate.env-cache"
 KEY_LABEL = "proofgate.env-key"
@@ -37,8 +38,10 @@ VERSION = 1
 
 def labels(key: str) -> dict[str, str]:
     # `proofgate` is overridden: the commit would inherit the container's `proofgate=1`,
-    # which marks what a check must remove when it ends.
-    return {CACHE_LABEL: "1", KEY_LABEL: key, "proofgate": "env-cache"}
+    # which marks what a check must remove when it ends; and the proof's id and owner
+    # are blanked (a label cannot be removed), so neither the proof's own sweep nor a
+    # prune of dead proofs' leftovers takes a cached environment (gate/sandbox/labels.py).
+    return {CACHE_LABEL: "1", KEY_LABEL: key, "proofgate": "env-cache", PROOF: "", OWNER: ""}
 
 
 class _Chunks(io.RawIOBase):

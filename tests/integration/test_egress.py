@@ -26,6 +26,7 @@ from gate.journal import Journal
 from gate.model import CheckResult, CheckSpec, Command, ImageRef, Limits, Phase
 from gate.sandbox.docker import DockerSandbox
 from gate.sandbox.egress import UNSAFE_ALLOW_NETS_ENV, UNSAFE_HOSTS_ENV, UNSAFE_NETWORK_ENV
+from tests.conftest import own_filter
 from tests.integration.test_sandbox import TREE, TreeFn, bridge_gateway, make_tree
 from tests.provecli import cli_prove, config_yaml, pr_repo, receipt_predicate
 
@@ -364,10 +365,10 @@ def test_the_action_ignores_the_unsafe_overrides(
 
 
 def _leftovers(client: docker.DockerClient) -> tuple[list[str], list[str]]:
-    networks = [n.name for n in client.networks.list(filters={"label": "proofgate=1"})]
+    networks = [n.name for n in client.networks.list(filters=own_filter())]
     brokers = [
         c.id
-        for c in client.containers.list(all=True, sparse=True, filters={"label": "proofgate.role"})
+        for c in client.containers.list(all=True, sparse=True, filters=own_filter("proofgate.role"))
     ]
     return [str(n) for n in networks], [str(c) for c in brokers]
 
