@@ -20,7 +20,7 @@ import docker.errors
 
 from gate.journal import Journal
 from gate.model import CheckResult, CheckSpec, ImageRef, Phase
-from gate.sandbox import envcache, labels
+from gate.sandbox import egress, envcache, labels
 from gate.sandbox.container import CheckRun
 from gate.sandbox.errors import DAEMON_HELP, TRANSPORT_ERRORS, DockerRefused, docker_errors
 from gate.sandbox.interface import ImageError, SandboxError
@@ -132,7 +132,9 @@ class DockerSandbox:
             "log_tail_bytes": self._tail,
             "stop": stop,
             "egress_environ": self._egress_environ,
-            "labels": self.labels,
+            # read again per check: a long-lived sandbox (a test module's) tags each
+            # check with the PROOFGATE_LABELS in force when it starts
+            "labels": dataclasses.replace(self.labels, extra=labels.extra_labels(os.environ)),
         }
 
     @staticmethod
@@ -160,12 +162,28 @@ class DockerSandbox:
         then build and test on a fresh copy of the whole tree (gate/sandbox/envcache.py)."""
         assert spec.setup_inputs is not None  # noqa: S101 - caller checked
         inputs, digest = envcache.setup_inputs(tree_tar, spec.setup_inputs)
-        key = envcache.key(spec, image, digest)
+        try:
+            overrides = egress.unsafe_overrides(
+                os.environ if self._egress_environ is None else self._egress_environ
+            )
+        except egress.EgressStartError as e:
+            return CheckResult(name=spec.name, image=image, started=False, error=str(e))
+        key = envcache.key(spec, image, digest, overrides)
         found = envcache.lookup(self._api, key)
         cached, setup_phases = found if found is not None else (None, ())
         setup_egress = None  # a hit ran no setup: nothing went through the broker
         state = "hit" if cached is not None else "miss"
         journal.append("environment-looked-up", check=spec.name, key=key, cache=state)
+        if cached is not None and overrides.active and spec.limits.network == "setup":
+            # the environment was made under these overrides: the receipt says so
+            journal.append(
+                "egress-unsafe-overrides",
+                check=spec.name,
+                allow_nets=list(overrides.allow_nets),
+                hosts=[h for h, _ in overrides.hosts],
+                network=overrides.network,
+                cached=True,
+            )
         if cached is None:
             setup = dataclasses.replace(
                 spec, phases=tuple(p for p in spec.phases if p[0] is Phase.SETUP), junit=None

@@ -180,6 +180,7 @@ def record_from_log(data: bytes, *, complete: bool = True) -> EgressRecord:
             continue
         if entry.get("kind") == "summary":
             dropped = _int(entry.get("dropped")) or 0
+            complete = complete and dropped == 0  # SPEC §2: every attempt is recorded
             continue
         attempts.append(_attempt(entry))
     digest = hashlib.sha256(canonical_json([a.to_dict() for a in attempts])).hexdigest()

@@ -4,8 +4,9 @@ and reused by later checks and proofs with the same key (docs/performance.md).
 Only a check with `setup_inputs` is cached. Its setup runs in a container whose
 /workspace holds only the files those globs name, so everything setup could have read is
 in the key: the configured image's id, the setup commands, the network and egress
-configuration, the environment and user, and the content (paths, modes, bytes, symlink
-targets) of those files. What setup writes outside /workspace is the cached environment;
+configuration, the egress broker's test-only overrides in force (a hit under other
+overrides is a miss), the environment and user, and the content (paths, modes, bytes,
+symlink targets) of those files. What setup writes outside /workspace is the cached environment;
 /workspace itself is dropped on a miss as on a hit, and the full tree is materialized
 afresh for build and test.
 """
@@ -25,6 +26,7 @@ from docker import APIClient
 from gate.canonical import canonical_json
 from gate.model import CheckSpec, CommandResult, ImageRef, JsonDict, Phase, PhaseResult, Sha256
 from gate.policy.paths import glob_match
+from gate.sandbox.egress import UnsafeOverrides
 from gate.sandbox.errors import DockerRefused, docker_errors
 from gate.sandbox.labels import OWNER, PROOF
 
@@ -106,8 +108,11 @@ def setup_inputs(
     return out.getvalue(), hashlib.sha256(canonical_json(sorted(digest))).hexdigest()
 
 
-def key(spec: CheckSpec, image: ImageRef, inputs: str) -> str:
-    """Everything the setup phase's result can depend on (docs/performance.md)."""
+def key(
+    spec: CheckSpec, image: ImageRef, inputs: str, overrides: UnsafeOverrides | None = None
+) -> str:
+    """Everything the setup phase's result can depend on (docs/performance.md):
+    `overrides` are the egress broker's test-only overrides the sandbox applies."""
     limits = spec.limits
     setup = [list(c.argv) for p, cmds in spec.phases if p is Phase.SETUP for c in cmds]
     body: JsonDict = {
@@ -121,6 +126,14 @@ def key(spec: CheckSpec, image: ImageRef, inputs: str) -> str:
         "cap_add": list(limits.cap_add),
         "inputs": inputs,
     }
+    # what the broker reaches and how it resolves names shape what setup installs; only
+    # where a broker runs, and only when set (keys made without them stay as they were)
+    if overrides is not None and overrides.active and limits.network == "setup" and limits.egress:
+        body["egress_overrides"] = {
+            "allow_nets": list(overrides.allow_nets),
+            "hosts": [[h, list(a)] for h, a in overrides.hosts],
+            "network": overrides.network,
+        }
     return hashlib.sha256(canonical_json(body)).hexdigest()
 
 
