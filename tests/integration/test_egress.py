@@ -584,7 +584,7 @@ print("FLOOD", answered, round(time.monotonic() - t0, 1))
 
 
 def test_dns_flood_is_egress_unrecorded_and_leaves_nothing(
-    docker_client: docker.DockerClient, tmp_path: Path
+    docker_client: docker.DockerClient, tmp_path: Path, unsafe_env: Registry
 ) -> None:
     """40,000 DNS queries with 245-character names: ~14 MB of log lines, past the
     broker's 8 MiB bound. The check ends INCONCLUSIVE `egress-unrecorded` (not every
