@@ -79,7 +79,7 @@ def one_proof(repo: Path, config: Path, cache: Path) -> float:
         run = prove(
             ProveRequest(base="main", head="pr", config_file=config),
             evidence=evidence,
-            sandbox=DockerSandbox,
+            sandbox=lambda proof: DockerSandbox(proof=proof),
         )
     elapsed = time.perf_counter() - t0
     if run.verdict is not Verdict.PROVEN:

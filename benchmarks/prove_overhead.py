@@ -81,7 +81,11 @@ def native(repo: Path, argv: list[str]) -> float:
 def proofgate(repo: Path) -> float:
     t0 = time.perf_counter()
     with GitRepository(repo) as evidence:
-        run = prove(ProveRequest(base="main", head="pr"), evidence=evidence, sandbox=DockerSandbox)
+        run = prove(
+            ProveRequest(base="main", head="pr"),
+            evidence=evidence,
+            sandbox=lambda proof: DockerSandbox(proof=proof),
+        )
     elapsed = time.perf_counter() - t0
     if run.verdict.value != "PROVEN":
         raise SystemExit(f"benchmark run was {run.verdict.value}: {run.reasons}")

@@ -158,7 +158,7 @@ def proofgate(clone: Path, config: Path, commit: str) -> tuple[float, float, str
         run = prove(
             ProveRequest(base=f"{commit}^", head=commit, config_file=config),
             evidence=evidence,
-            sandbox=DockerSandbox,
+            sandbox=lambda proof: DockerSandbox(proof=proof),
         )
     elapsed = time.perf_counter() - t0
     commands = 0.0

@@ -83,7 +83,7 @@ def main() -> None:
             run = prove(
                 ProveRequest(base=f"{commit}~1", head=commit, config_file=config),
                 evidence=evidence,
-                sandbox=DockerSandbox,
+                sandbox=lambda proof: DockerSandbox(proof=proof),
             )
         codes = sorted({r.code.value for r in run.reasons})
         head_ok = not {"check-failed", "junit-failures", "junit-missing"} & set(codes)

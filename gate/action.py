@@ -210,7 +210,7 @@ def write_receipt(inputs: ActionInputs, run: ProofRun) -> tuple[Path, str]:
 # --- prove mode -------------------------------------------------------------------------
 
 
-def action_sandbox() -> DockerSandbox:
+def action_sandbox(proof: str | None = None) -> DockerSandbox:
     """The Action's clean room. A workflow's `env` reaches this process, so the egress
     broker's test-only overrides (`PROOFGATE_UNSAFE_EGRESS_*`, docs/egress.md) must not
     loosen it here: they are removed from the environment with a warning, and the
@@ -228,7 +228,7 @@ def action_sandbox() -> DockerSandbox:
             "ignoring %s: test-only settings of the egress broker have no effect in the Action",
             ", ".join(ignored),
         )
-    return DockerSandbox(allow_pull=True, egress_environ={})
+    return DockerSandbox(allow_pull=True, egress_environ={}, proof=proof)
 
 
 def run_prove(

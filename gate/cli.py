@@ -247,7 +247,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, metavar="FILE")
 
     p = sub.add_parser(
-        "cache", parents=[common], help="list or prune the cached setup environments"
+        "cache",
+        parents=[common],
+        help="list or prune the cached setup environments; prune also removes dead "
+        "proofs' leftovers and stale bytecode listings",
     )
     p.add_argument("action", choices=("ls", "prune"))
     p.add_argument("--keep", type=int, default=0, metavar="N", help="prune: keep the N newest")
@@ -405,7 +408,9 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
         run = prove(
             dataclasses.replace(request, repo_dir=evidence.workdir),
             evidence=evidence,
-            sandbox=lambda: DockerSandbox(allow_pull=bool(getattr(args, "allow_pull", False))),
+            sandbox=lambda proof: DockerSandbox(
+                proof=proof, allow_pull=bool(getattr(args, "allow_pull", False))
+            ),
             approver=approver,
             on_event=_print_event,
         )
@@ -630,10 +635,12 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_cache(args: argparse.Namespace) -> int:
-    """`proofgate cache ls|prune`: the environment cache (docs/performance.md)."""
+    """`proofgate cache ls|prune`: the environment cache (docs/performance.md); prune
+    also removes the leftovers of proofs whose process has ended and the bytecode
+    listings of images that are gone (docs/cleanup.md)."""
     import docker
 
-    from gate.sandbox import envcache
+    from gate.sandbox import bytecode, envcache, labels
     from gate.sandbox.errors import DockerRefused
     from gate.sandbox.interface import SandboxError
 
@@ -642,7 +649,22 @@ def _cmd_cache(args: argparse.Namespace) -> int:
         if args.action == "prune":
             gone = envcache.prune(api, keep=max(0, args.keep))
             log.info("removed %d cached environment(s)", len(gone))
-            return 0
+            left = labels.prune_dead(api)
+            log.info("removed %d object(s) left by proofs that ended", len(left.removed))
+            for thing in left.removed:
+                log.debug("removed %s", thing)
+            for thing in left.failed:
+                log.warning("could not remove %s", thing)
+            if left.live or left.unknown:
+                log.info(
+                    "kept %d object(s) of running proofs and %d of proofs run elsewhere "
+                    "(another machine or container: docs/cleanup.md says how to remove them)",
+                    left.live,
+                    left.unknown,
+                )
+            listings = bytecode.prune(api)
+            log.info("removed %d bytecode listing(s) of images that are gone", len(listings))
+            return 1 if left.failed else 0
         for e in envcache.entries(api):
             when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(e.created))
             sys.stdout.write(f"{e.image[7:19]}  {when}  {e.size >> 20:>6} MiB  key {e.key}\n")

@@ -142,7 +142,7 @@ def _prove(repo: Path, base: str, head: str, key: bytes, config: Path | None) ->
         return prove(
             ProveRequest(base=base, head=head, config_file=config, signing_key_pem=key),
             evidence=evidence,
-            sandbox=DockerSandbox,
+            sandbox=lambda proof: DockerSandbox(proof=proof),
             clock=time.time,
         )
 

@@ -627,7 +627,8 @@ class EgressRecord:
 
     `sha256` covers the canonical JSON of the whole list; the receipt keeps the first
     EGRESS_RECORD_MAX. `dropped` counts attempts the broker itself stopped logging
-    (its log is bounded); `complete` is False when the log could not be read whole.
+    (its log is bounded); `complete` is False when the log could not be read whole, or
+    when the broker dropped any attempt (SPEC §2: every attempt goes into the receipt).
     """
 
     attempts: tuple[EgressAttempt, ...]

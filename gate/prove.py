@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -78,6 +79,9 @@ class ProveRequest:
     trigger: Trigger | None = None  # None: a local run (kind `local`)
     builder: receipt.Builder | None = None  # the workflow run, when the Action proves
     repo_dir: Path | None = None  # the repository's work tree, when there is one
+    # on every Docker object of the proof and in the journal's `run-started` event
+    # (gate/sandbox/labels.py): cleanups select by it, never by what another proof made
+    proof_id: str = field(default_factory=lambda: secrets.token_hex(8))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -346,7 +350,7 @@ def prove(
     request: ProveRequest,
     *,
     evidence: EvidenceSource,
-    sandbox: Callable[[], Sandbox],
+    sandbox: Callable[[str], Sandbox],
     approver: Approver | None = None,
     clock: Callable[[], float] = time.time,
     on_event: Callable[[JsonDict], None] | None = None,
@@ -357,6 +361,10 @@ def prove(
         RepoError: a revision or the repository cannot be read (exit 2).
         ConfigError: the configuration is malformed (exit 2).
         SigningKeyError: the signing key cannot be loaded (exit 2).
+
+    `sandbox` is called with the proof id (`request.proof_id`) whenever a check is about
+    to run; every Docker object of the proof carries it, and once every check has ended
+    the last sandbox made removes whatever still does (`Sandbox.sweep`).
     """
     signing_key = (
         receipt.load_private_key(request.signing_key_pem, source="the signing key")
@@ -365,7 +373,7 @@ def prove(
     )
     started = clock()
     journal = Journal(clock=time.monotonic, on_event=on_event)
-    journal.append("run-started", base=request.base, head=request.head)
+    journal.append("run-started", base=request.base, head=request.head, proof=request.proof_id)
 
     ev = evidence.capture(request.base, request.head)
     journal.append(
@@ -414,16 +422,29 @@ def prove(
     ):
         forged = _forged_reports(config, ev, evidence)
         digest = config_source.blob if config_source is not None else ""
-        pending = differential_runs.start(
-            config, ev, evidence, sandbox, journal, config_digest=digest, cache=cache_dir()
-        )
+        made: list[Sandbox] = []
+
+        def factory() -> Sandbox:
+            made[:] = [sandbox(request.proof_id)]
+            return made[0]
+
         try:
-            room = _run_checks(config, ev, evidence, sandbox, journal)
-            if room.interrupted:
-                pending.stop()  # the differential's runs end too
-            diffs = pending.finish(room.results, dict(spec.rules))  # SPEC §3.1
+            pending = differential_runs.start(
+                config, ev, evidence, factory, journal, config_digest=digest, cache=cache_dir()
+            )
+            try:
+                room = _run_checks(config, ev, evidence, factory, journal)
+                if room.interrupted:
+                    pending.stop()  # the differential's runs end too
+                diffs = pending.finish(room.results, dict(spec.rules))  # SPEC §3.1
+            finally:
+                pending.close()
         finally:
-            pending.close()
+            # every check has ended: whatever still carries the proof's id is a leftover
+            if made:
+                swept = made[0].sweep()
+                if swept:
+                    journal.append("leftovers-removed", removed=list(swept))
         # SPEC §3.1: a changed expectation or a lost test waits for a person, as a HOLD does
         if (
             approval is None

@@ -143,7 +143,10 @@ def _check_reasons(spec: CheckSpec, result: CheckResult | None) -> list[Reason]:
         reasons.append(
             Reason(
                 code=ReasonCode.EGRESS_UNRECORDED,
-                message="the egress broker's log of setup's connections could not be read whole",
+                message=(
+                    "not every connection attempt of setup is in the egress record: the "
+                    "broker's log reached its bound or could not be read whole"
+                ),
                 check=name,
             )
         )

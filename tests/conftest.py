@@ -5,14 +5,20 @@ Tests that need a real Docker daemon and the local clean-room image are marked
 that is a failure instead, and so is any Docker test that ends up skipped for whatever
 reason: a green CI run with skipped Docker tests is a lie (issue 2).
 
-Containers created by proofgate carry the label `proofgate=1`; every Docker test is
-followed by a check that it left none behind.
+Every Docker object a proof creates carries `proofgate=1`, its proof's id and whatever
+`PROOFGATE_LABELS` names (gate/sandbox/labels.py). Each Docker test runs with
+`PROOFGATE_LABELS=proofgate.test=<a value of its own>` (inherited by the `proofgate`
+subprocesses it starts), and is followed by a check that nothing with that value is left:
+the check judges, and under `CI=true` removes, only what the test itself created, never
+another process's proofs on the same daemon.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +36,9 @@ settings.load_profile("proofgate")
 
 CLEANROOM_IMAGE = "proofgate/cleanroom:latest"
 CONTAINER_LABEL = "proofgate=1"
+TEST_LABEL = "proofgate.test"  # set per Docker test through PROOFGATE_LABELS
+_SESSION = secrets.token_hex(6)  # this pytest process
+_tests = itertools.count()
 ASSETS = Path(__file__).parent / "assets"
 
 _skipped_docker_tests: list[str] = []
@@ -118,27 +127,60 @@ def cleanroom_image(docker_client: docker.DockerClient) -> str:
     return CLEANROOM_IMAGE
 
 
-def _labeled(client: docker.DockerClient) -> set[str]:
-    """Containers, volumes and images labeled proofgate=1 (the sandbox labels all three)."""
-    label = {"label": CONTAINER_LABEL}
+def own_value() -> str:
+    """The current Docker test's `proofgate.test` value ("" outside one)."""
+    for item in os.environ.get("PROOFGATE_LABELS", "").split(","):
+        key, _, value = item.strip().partition("=")
+        if key == TEST_LABEL:
+            return value
+    return ""
+
+
+def own_labels() -> dict[str, str]:
+    """Labels for an object a test creates itself: it counts as the test's own."""
+    return {"proofgate": "1", TEST_LABEL: own_value()}
+
+
+def own_filter(*more: str) -> dict[str, list[str]]:
+    """A Docker `filters` argument selecting only the current test's objects."""
+    return {"label": [f"{TEST_LABEL}={own_value()}", *more]}
+
+
+def labeled(client: docker.DockerClient, value: str) -> set[str]:
+    """Containers, volumes, networks and images labeled `proofgate.test=<value>`."""
+    label = {"label": [f"{TEST_LABEL}={value}"]}
     # sparse: no per-container inspect, which races with containers removed meanwhile
     found = {
         f"container {c.id}" for c in client.containers.list(all=True, sparse=True, filters=label)
     }
     found |= {f"volume {v['Name']}" for v in client.api.volumes(filters=label).get("Volumes") or []}
+    found |= {f"network {n['Id']}" for n in client.api.networks(filters=label)}
     found |= {f"image {i['Id']}" for i in client.api.images(filters=label)}
     return found
 
 
-def _remove(client: docker.DockerClient, thing: str) -> None:
+def remove(client: docker.DockerClient, thing: str) -> None:
     kind, _, ident = thing.partition(" ")
     with contextlib.suppress(docker.errors.NotFound):
         if kind == "container":
             client.containers.get(ident).remove(force=True)
         elif kind == "volume":
             client.api.remove_volume(ident, force=True)
+        elif kind == "network":
+            client.api.remove_network(ident)
         else:
             client.images.remove(ident, force=True)
+
+
+def clean_up(client: docker.DockerClient, value: str) -> set[str]:
+    """The suite's cleanup: what is left with `proofgate.test=<value>`, removed under
+    CI=true (containers first: they hold the volumes and networks). Returns it."""
+    leaked = labeled(client, value)
+    if under_ci():
+        for thing in sorted(leaked, key=lambda t: not t.startswith("container")):
+            with contextlib.suppress(docker.errors.APIError):
+                remove(client, thing)
+    return leaked
 
 
 @pytest.fixture(autouse=True)
@@ -150,25 +192,26 @@ def _private_cache(
 
 
 @pytest.fixture(autouse=True)
-def _no_leaked_containers(request: pytest.FixtureRequest) -> Iterator[None]:
-    """After every Docker test: no container, volume or image labeled proofgate=1 that it
-    created remains."""
+def _no_leaked_containers(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """After every Docker test: nothing it created (labeled with its own `proofgate.test`
+    value, gate/sandbox/labels.py) remains."""
     if request.node.get_closest_marker("docker") is None or docker_problem() is not None:
         yield
         return
     client: docker.DockerClient = request.getfixturevalue("docker_client")
-    before = _labeled(client)
+    value = f"{_SESSION}-{next(_tests)}"
+    monkeypatch.setenv("PROOFGATE_LABELS", f"{TEST_LABEL}={value}")
     yield
-    leaked = _labeled(client) - before
-    # Another test run on the same daemon may be mid-check: give its containers a moment.
-    deadline = time.monotonic() + 10
+    leaked = labeled(client, value)
+    # an auto-removed container can take a moment to disappear after it was killed
+    deadline = time.monotonic() + 5
     while leaked and time.monotonic() < deadline:
-        time.sleep(0.5)
-        leaked &= _labeled(client)
-    if under_ci():
-        for thing in leaked:
-            _remove(client, thing)
-    assert not leaked, f"left behind, labeled {CONTAINER_LABEL}: {sorted(leaked)}"
+        time.sleep(0.2)
+        leaked &= labeled(client, value)
+    clean_up(client, value)
+    assert not leaked, f"left behind, labeled {TEST_LABEL}={value}: {sorted(leaked)}"
 
 
 @pytest.fixture

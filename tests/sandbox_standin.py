@@ -133,6 +133,9 @@ class SandboxStandIn:
             raise ImageError(self.image_error)
         return ImageRef(name=name, id=IMAGE_ID)
 
+    def sweep(self) -> tuple[str, ...]:
+        return ()
+
     def run_check(
         self,
         spec: CheckSpec,
@@ -187,14 +190,17 @@ class SandboxStandIn:
 
 @dataclass
 class StandInFactory:
-    """The zero-argument sandbox factory `gate.prove.prove` takes; counts its calls."""
+    """The sandbox factory `gate.prove.prove` takes (called with the proof id); counts
+    its calls and keeps the proof ids it was given."""
 
     sandbox: SandboxStandIn = field(default_factory=SandboxStandIn)
     unavailable: str | None = None  # the factory itself raises SandboxError (no daemon)
     calls: int = 0
+    proofs: list[str] = field(default_factory=list)
 
-    def __call__(self) -> SandboxStandIn:
+    def __call__(self, proof: str = "") -> SandboxStandIn:
         self.calls += 1
+        self.proofs.append(proof)
         if self.unavailable is not None:
             raise SandboxError(self.unavailable)
         return self.sandbox

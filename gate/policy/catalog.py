@@ -24,6 +24,7 @@ from gate.policy.paths import (
     check_new_executable,
     check_plugin_metadata,
     check_symlink,
+    check_symlink_unmaterializable,
     glob_rule,
 )
 from gate.policy.secrets import check_private_key, check_secret_token
@@ -94,6 +95,10 @@ CATALOG: tuple[tuple[Rule, Check], ...] = (
           "attributes, submodules and hooks change what a checkout means", check_git_plumbing),
     _rule("symlink-escapes", H,
           "a symlink points outside the repository or to an absolute path", check_symlink),
+    # DENY: decided before any container; an approval could not make the tree extractable
+    _rule("symlink-unmaterializable", D,
+          "a symlink climbs above the tree's root: the clean room cannot materialize it",
+          check_symlink_unmaterializable),
     _rule("new-executable", A,
           "a file became executable outside scripts/, bin/, tools/", check_new_executable),
     _rule("private-key", D, "a private key was added to the repository", check_private_key),

@@ -287,6 +287,32 @@ def check_symlink(ctx: Context) -> Iterator[RawFinding]:
             yield RawFinding(e.path, f"{why} symlink: its target lies outside the repository")
 
 
+def unmaterializable(entry: InventoryEntry) -> bool:
+    """A symlink the patch adds or changes whose relative target, joined to its directory,
+    climbs above the tree's root (`up -> ../x`, `a/up -> ../../x`): the Docker daemon refuses
+    to extract it into /workspace ("invalid symlink"), so the tree as committed cannot be
+    materialized in the clean room (SPEC §1). Absolute targets extract as they are."""
+    target = entry.symlink_target
+    if entry.new_mode != 0o120000 or entry.status is ChangeStatus.DELETED or target is None:
+        return False
+    if target.startswith(b"/"):
+        return False
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(entry.path), target))
+    return joined == b".." or joined.startswith(b"../")
+
+
+def check_symlink_unmaterializable(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        if unmaterializable(e):
+            yield RawFinding(
+                e.path,
+                "symlink climbs out of the tree through `..`: the clean room cannot "
+                "materialize it as committed (the Docker daemon refuses to extract it), so "
+                "nothing of this tree can run or be proven. Make it point inside the "
+                "repository, or remove it",
+            )
+
+
 def check_new_executable(ctx: Context) -> Iterator[RawFinding]:
     for e in ctx.inventory:
         if e.new_mode != 0o100755 or e.old_mode == 0o100755:

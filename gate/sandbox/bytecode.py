@@ -246,3 +246,34 @@ def _cache_file(image_id: str) -> Path:
     if not name.replace("-", "").isalnum():
         name = "invalid"
     return usercache.root() / "bytecode" / name
+
+
+def prune(api: APIClient) -> list[Path]:
+    """Remove the cached listings of images the daemon no longer has (`proofgate cache
+    prune`); one it cannot judge (the daemon refused) stays. Returns what it removed.
+
+    Raises:
+        SandboxError: the daemon does not answer.
+    """
+    folder = usercache.root() / "bytecode"
+    try:
+        files = sorted(p for p in folder.iterdir() if p.is_file())
+    except OSError:
+        return []
+    removed: list[Path] = []
+    for path in files:
+        image_id = path.name.replace("-", ":", 1)
+        if not path.name.startswith("."):
+            try:
+                with docker_errors("inspect an image with a bytecode listing"):
+                    api.inspect_image(image_id)
+                continue
+            except DockerRefused as e:
+                if not e.not_found:
+                    continue
+        with contextlib.suppress(OSError):
+            path.unlink()
+            removed.append(path)
+        with _lock:
+            _known.pop(image_id, None)
+    return removed

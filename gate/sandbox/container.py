@@ -2,7 +2,8 @@
 
 A check runs like this (docs/security.md, "The clean room", says why):
 
-1. a fresh Docker volume (local driver, labeled `proofgate=1`) becomes `/workspace`, and
+1. a fresh Docker volume (local driver, labeled `proofgate=1` and with the proof's id,
+   gate/sandbox/labels.py) becomes `/workspace`, and
    the daemon extracts the tree into it (`copy_in`): through the check's first container,
    or, when the volume must outlive a container, through the *holder* (a container of the
    configured image in which nothing of the check ever runs) while the first one starts;
@@ -73,12 +74,12 @@ from gate.sandbox.copy_in import close_iterator, copy_tree
 from gate.sandbox.egress import EgressBroker, EgressStartError
 from gate.sandbox.errors import DockerRefused, daemon_gone, docker_errors, is_transport_error
 from gate.sandbox.interface import SandboxError
+from gate.sandbox.labels import ProofLabels, new_proof_id
 from gate.sandbox.output import LogSink, check_stop, join_until
 from gate.sandbox.readback import read_file, read_report
 
 log = logging.getLogger("gate.sandbox")
 
-LABELS = {"proofgate": "1"}
 _KILL_GRACE_S = 10.0  # how long to wait for an output stream to close after a kill
 _GONE_S = 30.0  # how long a killed container may take to disappear
 
@@ -104,8 +105,11 @@ class CheckRun:
         commit_labels: dict[str, str] | None = None,
         record_environment: bool = False,
         start_env: EnvRecord | None = None,
+        labels: ProofLabels | None = None,
     ) -> None:
         self.api = api
+        # on every object of the check; a check run on its own is a proof of its own
+        self.labels = labels if labels is not None else ProofLabels(proof=new_proof_id())
         self.stop = stop  # set: kill what runs, remove everything, KeyboardInterrupt
         self.start_image = start_image or image.id  # a cached environment, or the image
         self.commit_labels = commit_labels  # set: commit the container once all succeeded
@@ -208,6 +212,7 @@ class CheckRun:
                     allowlist=limits.egress,
                     journal=self.journal,
                     environ=self.egress_environ,
+                    labels=self.labels,
                 )
             with docker_errors(f"inspect the image {self.image.name}"):
                 config = self.api.inspect_image(self.image.id).get("Config") or {}
@@ -226,7 +231,7 @@ class CheckRun:
                 created = self.api.create_volume(
                     driver="local",
                     driver_opts={"type": "tmpfs", "device": "tmpfs", "o": options},
-                    labels=dict(LABELS),
+                    labels=self.labels.labels(),
                 )
             self.volume = str(created["Name"])
             self.journal.append("volume-created", check=self.spec.name, volume=self.volume[:12])
@@ -242,7 +247,7 @@ class CheckRun:
                         "o": f"nosuid,nodev,noexec,size={limits.memory},mode=0555,"
                         f"uid={uid},gid={uid}",
                     },
-                    labels=dict(LABELS),
+                    labels=self.labels.labels(),
                 )
             self.witness_volume = str(created["Name"])
             self.journal.append(
@@ -394,7 +399,7 @@ class CheckRun:
                 user=limits.user or "",
                 working_dir=WORKSPACE,
                 environment=[f"{k}={v}" for k, v in limits.env],
-                labels=dict(LABELS),
+                labels=self.labels.labels(),
                 hostname="cleanroom",
                 host_config=host_config,
                 network_disabled=False,
@@ -627,8 +632,8 @@ class CheckRun:
         if failures and raise_on_failure:
             raise SandboxError(
                 "cannot remove what the check created (" + "; ".join(failures) + "). "
-                "Remove it by hand: docker ps -a, docker images and docker volume ls "
-                "with --filter label=proofgate=1"
+                "Remove it by hand: docker ps -a, docker images, docker volume ls and "
+                f"docker network ls with --filter label={self.labels.selector['label'][0]}"
             )
 
     def close_egress(self) -> None:

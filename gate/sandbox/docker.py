@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -28,7 +29,7 @@ from gate.model import (
     Phase,
     PhaseResult,
 )
-from gate.sandbox import envcache
+from gate.sandbox import egress, envcache, labels
 from gate.sandbox.container import CheckRun
 from gate.sandbox.errors import DAEMON_HELP, TRANSPORT_ERRORS, DockerRefused, docker_errors
 from gate.sandbox.interface import ImageError, SandboxError
@@ -53,12 +54,20 @@ class DockerSandbox:
         allow_pull: bool = False,
         log_tail_bytes: int = 16384,
         egress_environ: Mapping[str, str] | None = None,
+        proof: str | None = None,
     ) -> None:
         """`egress_environ`: where the egress broker's test-only overrides are read from
         (`gate.sandbox.egress.unsafe_overrides`); None: this process's environment. The
-        Action passes an empty mapping, so a workflow's `env` cannot loosen the broker."""
+        Action passes an empty mapping, so a workflow's `env` cannot loosen the broker.
+        `proof`: the proof id every object it creates is labeled with
+        (gate/sandbox/labels.py); None: a fresh one.
+
+        Raises:
+            UsageError: a malformed proof id or PROOFGATE_LABELS.
+        """
         if log_tail_bytes < 0:
             raise ValueError("log_tail_bytes must not be negative")
+        self.labels = labels.ProofLabels.for_proof(proof, os.environ)
         try:
             self._client = client if client is not None else docker.from_env()
             self._client.ping()
@@ -127,8 +136,21 @@ class DockerSandbox:
             return result if spec.setup_inputs is None else _with_environment(result, "off")
         return self._run_cached(spec, image, tree_tar, journal, stop)
 
+    def sweep(self) -> tuple[str, ...]:
+        """Remove whatever is still labeled with this sandbox's proof id (an object whose
+        creation an interrupted request never reported back); call once every check of
+        the proof has ended. Best effort: never raises. Returns what it removed."""
+        return labels.sweep(self._api, self.labels.selector).removed
+
     def _opts(self, stop: threading.Event | None) -> dict[str, Any]:
-        return {"log_tail_bytes": self._tail, "stop": stop, "egress_environ": self._egress_environ}
+        return {
+            "log_tail_bytes": self._tail,
+            "stop": stop,
+            "egress_environ": self._egress_environ,
+            # read again per check: a long-lived sandbox (a test module's) tags each
+            # check with the PROOFGATE_LABELS in force when it starts
+            "labels": dataclasses.replace(self.labels, extra=labels.extra_labels(os.environ)),
+        }
 
     @staticmethod
     def _run(run: CheckRun, tree_tar: Callable[[], Iterator[bytes]]) -> CheckResult:
@@ -155,8 +177,14 @@ class DockerSandbox:
         then build and test on a fresh copy of the whole tree (gate/sandbox/envcache.py)."""
         assert spec.setup_inputs is not None  # noqa: S101 - caller checked
         inputs, digest = envcache.setup_inputs(tree_tar, spec.setup_inputs)
+        try:
+            overrides = egress.unsafe_overrides(
+                os.environ if self._egress_environ is None else self._egress_environ
+            )
+        except egress.EgressStartError as e:
+            return CheckResult(name=spec.name, image=image, started=False, error=str(e))
         record = differential.enabled(spec)
-        key = envcache.key(spec, image, digest, recorded=record)
+        key = envcache.key(spec, image, digest, overrides, recorded=record)
         # one setup per key at a time in this process: the runs of a differential that
         # share it (head, trusted, proving) wait for the first, then hit its entry
         with _setup_lock(key):
@@ -164,6 +192,16 @@ class DockerSandbox:
         if isinstance(got, CheckResult):
             return got  # setup failed: the check ends here, nothing is kept
         cached, setup_phases, changes, setup_egress, state = got
+        if state == "hit" and overrides.active and spec.limits.network == "setup":
+            # the environment was made under these overrides: the receipt says so
+            journal.append(
+                "egress-unsafe-overrides",
+                check=spec.name,
+                allow_nets=list(overrides.allow_nets),
+                hosts=[h for h, _ in overrides.hosts],
+                network=overrides.network,
+                cached=True,
+            )
         rest = dataclasses.replace(
             spec, phases=tuple(p for p in spec.phases if p[0] is not Phase.SETUP)
         )

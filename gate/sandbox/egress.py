@@ -21,14 +21,23 @@ container. Here, per check:
    is read from the live container, which is then removed (it is auto-removed, so a
    daemon that died and restarts removes it too).
 
+The log is bounded on both sides: the broker stops logging (and only counts) past
+`_MAX_ENTRIES` attempts or `_LOG_MAX_BYTES`, which makes the record incomplete
+(`egress-unrecorded`: not every attempt is in it); proofgate waits for the broker's `done`
+marker with bodiless requests, reads the log once, refuses one larger than the bound by
+its size before reading it, closes every response, and gives up within
+`_READBACK_DEADLINE_S` (the record is then incomplete too).
+
 What is not covered: if the Docker daemon dies mid-check, the internal network stays
-behind (labeled `proofgate=1`; `docker network prune --filter label=proofgate=1`
-removes it); a setup container granted NET_ADMIN or NET_RAW can
-craft frames on the internal network's bridge (the defaults drop both).
+behind until the proof's final sweep (gate/sandbox/labels.py) finds the daemon back, or
+`proofgate cache prune` removes the leftovers of dead proofs; a setup container granted
+NET_ADMIN or NET_RAW can craft frames on the internal network's bridge (the defaults
+drop both).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import ipaddress
@@ -58,6 +67,7 @@ from gate.sandbox.egress_broker import (
     parse_entry,
 )
 from gate.sandbox.interface import SandboxError
+from gate.sandbox.labels import ROLE, ProofLabels, new_proof_id
 
 __all__ = [
     "UNSAFE_ALLOW_NETS_ENV",
@@ -88,12 +98,12 @@ UNSAFE_NETWORK_ENV = "PROOFGATE_UNSAFE_EGRESS_NETWORK"
 # The Action never reads them (gate.action.action_sandbox): a workflow's env sets them.
 UNSAFE_ENV_NAMES = (UNSAFE_ALLOW_NETS_ENV, UNSAFE_HOSTS_ENV, UNSAFE_NETWORK_ENV)
 
-LABELS = {"proofgate": "1"}
 _DIR = "/proofgate-egress"
 _BROKER_USER = "65534:65534"  # nobody: the broker needs no privilege of its own
 _READY_DEADLINE_S = 30.0
-_STOP_DEADLINE_S = 10.0
-_LOG_MAX_BYTES = 32 * 1024 * 1024
+_READBACK_DEADLINE_S = 10.0  # from SIGTERM to the log in hand, whatever the daemon does
+_LOG_MAX_BYTES = 8 * 1024 * 1024  # the broker logs no more (the summary comes on top)
+_READ_MAX_BYTES = _LOG_MAX_BYTES + 64 * 1024  # what proofgate reads of the log file
 _MAX_ENTRIES = 100_000
 _TRANSPORT = (requests.exceptions.ConnectionError, requests.exceptions.Timeout, ConnectionError)
 
@@ -170,6 +180,7 @@ def record_from_log(data: bytes, *, complete: bool = True) -> EgressRecord:
             continue
         if entry.get("kind") == "summary":
             dropped = _int(entry.get("dropped")) or 0
+            complete = complete and dropped == 0  # SPEC §2: every attempt is recorded
             continue
         attempts.append(_attempt(entry))
     digest = hashlib.sha256(canonical_json([a.to_dict() for a in attempts])).hexdigest()
@@ -243,6 +254,7 @@ class EgressBroker:
     allowlist: tuple[str, ...]
     journal: Journal
     overrides: UnsafeOverrides = field(default_factory=UnsafeOverrides)
+    labels: ProofLabels = field(default_factory=lambda: ProofLabels(proof=new_proof_id()))
     network_id: str | None = None
     broker_id: str | None = None
     broker_ip: str | None = None
@@ -259,6 +271,7 @@ class EgressBroker:
         allowlist: Sequence[str],
         journal: Journal,
         environ: Mapping[str, str] | None = None,
+        labels: ProofLabels | None = None,
     ) -> EgressBroker:
         """Create the network and start the broker; on any failure nothing stays behind.
 
@@ -274,6 +287,7 @@ class EgressBroker:
             allowlist=tuple(allowlist),
             journal=journal,
             overrides=overrides,
+            labels=labels if labels is not None else ProofLabels(proof=new_proof_id()),
         )
         try:
             broker._start()
@@ -326,7 +340,7 @@ class EgressBroker:
                 name,
                 driver="bridge",
                 internal=True,
-                labels=dict(LABELS),
+                labels=self.labels.labels(),
                 options={
                     # No address for the host on this bridge: nothing of the host's
                     # answers there (an internal network otherwise reaches the host).
@@ -347,6 +361,7 @@ class EgressBroker:
             "log": f"{_DIR}/log.jsonl",
             "ready": f"{_DIR}/ready",
             "max_entries": _MAX_ENTRIES,
+            "max_bytes": _LOG_MAX_BYTES,
             "unsafe_allow_nets": list(self.overrides.allow_nets),
             "unsafe_hosts": {h: list(a) for h, a in self.overrides.hosts},
         }
@@ -375,7 +390,7 @@ class EgressBroker:
                 user=_BROKER_USER,
                 working_dir="/",
                 environment=[],
-                labels={**LABELS, "proofgate.role": "egress-broker"},
+                labels=self.labels.labels(**{ROLE: "egress-broker"}),
                 hostname="egress",
                 host_config=host_config,
             )
@@ -427,13 +442,8 @@ class EgressBroker:
                         f"{': ' + text if text else ''}); its image {self.image.name} needs "
                         "python3 (3.8 or later) on the PATH"
                     )
-                try:
-                    stream, _ = self.api.get_archive(self.broker_id, f"{_DIR}/ready")
-                    for _ in stream:
-                        pass
+                if _exists(self.api, self.broker_id, f"{_DIR}/ready", timeout=10.0):
                     return
-                except docker.errors.NotFound:
-                    pass
             if time.monotonic() > deadline:
                 raise EgressStartError(
                     f"the egress broker was not ready within {_READY_DEADLINE_S:.0f}s"
@@ -459,7 +469,10 @@ class EgressBroker:
     def finish(self) -> EgressRecord:
         """Stop the broker, read its log through the daemon, remove broker and network.
 
-        Idempotent. Raises:
+        Idempotent. A log that cannot be read whole within `_READBACK_DEADLINE_S` (too
+        large, no summary, the daemon slow to hand it over) is an incomplete record.
+
+        Raises:
             SandboxError: the daemon stopped answering.
         """
         if self.record is not None:
@@ -487,19 +500,38 @@ class EgressBroker:
         return self.record
 
     def _final_log(self, broker_id: str) -> bytes | None:
-        """SIGTERM the broker, which logs its still-open connections and a summary line
-        and then only waits; read the log once the summary is there (under a deadline).
-        None when it never appears (the record is then incomplete)."""
-        self.api.kill(broker_id, signal="SIGTERM")
-        deadline = time.monotonic() + _STOP_DEADLINE_S
-        while True:
-            stream, _ = self.api.get_archive(broker_id, f"{_DIR}/log.jsonl")
-            data = _single_file(stream)
-            if data is not None and _has_summary(data):
-                return data
-            if time.monotonic() > deadline:
-                return None
-            time.sleep(0.05)
+        """SIGTERM the broker, which logs its still-open connections and a summary line,
+        marks the log final (`done`) and then only waits; read the log once, under one
+        deadline. None (journaled) when that fails: too large, or not final in time.
+
+        Raises:
+            docker.errors.APIError: the daemon refused.
+            requests.exceptions.ConnectionError: the daemon is gone.
+        """
+        deadline = time.monotonic() + _READBACK_DEADLINE_S
+
+        def left() -> float:
+            return max(0.5, deadline - time.monotonic())
+
+        why: str
+        try:
+            self.api.kill(broker_id, signal="SIGTERM")
+            pause = 0.05
+            while not _exists(self.api, broker_id, f"{_DIR}/done", timeout=left()):
+                if time.monotonic() + pause > deadline:
+                    why = f"the broker did not finish its log within {_READBACK_DEADLINE_S:.0f} s"
+                    break
+                time.sleep(pause)
+                pause = min(pause * 2, 0.5)  # no storm of requests at a busy daemon
+            else:
+                data, why = _read_log(self.api, broker_id, f"{_DIR}/log.jsonl", deadline)
+                if data is not None and _has_summary(data):
+                    return data
+                why = why or "the log has no summary line"
+        except requests.exceptions.Timeout:
+            why = f"the daemon did not hand the log over within {_READBACK_DEADLINE_S:.0f} s"
+        self.journal.append("egress-log-unreadable", check=self.check, error=why)
+        return None
 
     def close(self) -> None:
         """Remove the broker and the network, whatever state they are in (best effort)."""
@@ -559,18 +591,76 @@ def _has_summary(data: bytes) -> bool:
     return isinstance(entry, dict) and entry.get("kind") == "summary"
 
 
-def _single_file(stream: Iterator[bytes]) -> bytes | None:
-    buf = bytearray()
-    for chunk in stream:
-        buf += chunk
-        if len(buf) > _LOG_MAX_BYTES + 1024 * 1024:
-            return None
+def _archive_url(api: docker.APIClient, container: str) -> str:
+    return str(api._url("/containers/{0}/archive", container))
+
+
+def _exists(api: docker.APIClient, container: str, path: str, *, timeout: float) -> bool:
+    """Whether `path` exists in `container`: a HEAD request (no body to read or close).
+
+    Raises:
+        docker.errors.APIError: the daemon refused (other than 404).
+        requests.exceptions.RequestException: the daemon did not answer in `timeout`.
+    """
+    res = api.head(_archive_url(api, container), params={"path": path}, timeout=timeout)
+    try:
+        if res.status_code == 404:
+            return False
+        api._raise_for_status(res)
+        return True
+    finally:
+        res.close()
+
+
+def _read_log(
+    api: docker.APIClient, container: str, path: str, deadline: float
+) -> tuple[bytes | None, str]:
+    """The single regular file at `path`, read through the daemon; (None, why) when it
+    is larger than `_READ_MAX_BYTES` (judged by its size before reading) or not one
+    regular file. The response is closed on every path.
+
+    Raises:
+        docker.errors.APIError: the daemon refused.
+        requests.exceptions.RequestException: the daemon did not answer in time.
+    """
+    res = api.get(
+        _archive_url(api, container),
+        params={"path": path},
+        headers={"Accept-Encoding": "identity"},
+        stream=True,
+        timeout=max(0.5, deadline - time.monotonic()),
+    )
+    try:
+        api._raise_for_status(res)
+        stat = _stat(res.headers.get("X-Docker-Container-Path-Stat"))
+        size = stat.get("size")
+        if not isinstance(size, int) or size > _READ_MAX_BYTES:
+            return None, f"the log is too large to read ({size} bytes; at most {_READ_MAX_BYTES})"
+        buf = bytearray()
+        for chunk in res.iter_content(1 << 16):
+            buf += chunk
+            if len(buf) > _READ_MAX_BYTES + 64 * 1024:
+                return None, "the log grew past its bound while it was read"
+            if time.monotonic() > deadline:
+                return None, f"reading the log took over {_READBACK_DEADLINE_S:.0f} s"
+    finally:
+        res.close()
     try:
         with tarfile.open(fileobj=io.BytesIO(bytes(buf)), mode="r:") as tar:
             member = tar.next()
-            if member is None or not member.isreg():
-                return None
-            extracted = tar.extractfile(member)
-            return extracted.read() if extracted is not None else None
-    except tarfile.TarError:
-        return None
+            extracted = tar.extractfile(member) if member is not None and member.isreg() else None
+            if extracted is None:
+                return None, "the log is not a regular file"
+            return extracted.read(), ""
+    except tarfile.TarError as e:
+        return None, f"the log's archive is unreadable ({e})"
+
+
+def _stat(header: str | None) -> dict[str, object]:
+    if not header:
+        return {}
+    try:
+        got = json.loads(base64.b64decode(header))
+    except ValueError:
+        return {}
+    return got if isinstance(got, dict) else {}

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import re
 import signal
 import socket
@@ -279,6 +280,7 @@ class Settings(NamedTuple):
     log_path: str
     ready_path: str
     max_entries: int
+    max_bytes: int
     unsafe_allow_nets: tuple[IPNetwork, ...]
     unsafe_hosts: dict[str, tuple[str, ...]]
 
@@ -295,12 +297,14 @@ class Settings(NamedTuple):
         if not isinstance(hosts, dict):
             raise ValueError("unsafe_hosts must be a mapping")
         max_entries = doc.get("max_entries", 100000)
+        max_bytes = doc.get("max_bytes", 8 << 20)
         return cls(
             allowlist=strings("allow"),
             subnet=ipaddress.ip_network(str(subnet)) if subnet else None,
             log_path=str(doc.get("log", "/proofgate-egress/log.jsonl")),
             ready_path=str(doc.get("ready", "/proofgate-egress/ready")),
             max_entries=int(max_entries) if isinstance(max_entries, int) else 100000,
+            max_bytes=int(max_bytes) if isinstance(max_bytes, int) else 8 << 20,
             unsafe_allow_nets=tuple(ipaddress.ip_network(n) for n in strings("unsafe_allow_nets")),
             unsafe_hosts={
                 normalize_host(str(k)) or str(k): tuple(str(a) for a in v)
@@ -311,41 +315,52 @@ class Settings(NamedTuple):
 
 
 class Log:
-    """JSON lines, one per attempt, flushed as written; bounded by `max_entries`."""
+    """JSON lines, one per attempt, flushed as written; bounded by `max_entries` and by
+    `max_bytes` (the summary line comes on top), so proofgate's read-back is bounded too.
+    Past either bound an attempt is only counted (`dropped`). After the summary, the file
+    `done` beside the log tells proofgate the log is final."""
 
-    def __init__(self, path: str, max_entries: int) -> None:
-        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 — lives as long as the broker
+    def __init__(self, path: str, max_entries: int, max_bytes: int = 8 << 20) -> None:
+        self._path = path
+        self._file = open(path, "ab")  # noqa: SIM115 — lives as long as the broker
         self._lock = threading.Lock()
         self._max = max_entries
+        self._max_bytes = max_bytes
+        self.bytes = 0
         self.written = 0
         self.dropped = 0
         self.closed = False
 
     def write(self, entry: dict[str, object]) -> None:
+        line = (json.dumps(entry, sort_keys=True, separators=(",", ":")) + "\n").encode()
         with self._lock:
             if self.closed:
                 return
-            if self.written >= self._max:
+            if self.written >= self._max or self.bytes + len(line) > self._max_bytes:
                 self.dropped += 1
                 return
             self.written += 1
-            self._file.write(json.dumps(entry, sort_keys=True, separators=(",", ":")) + "\n")
+            self.bytes += len(line)
+            self._file.write(line)
             self._file.flush()
 
     def close(self) -> None:
         with self._lock:
+            if self.closed:
+                return
             self.closed = True
-            self._file.write(
-                json.dumps({"kind": "summary", "written": self.written, "dropped": self.dropped})
-                + "\n"
-            )
+            summary = {"kind": "summary", "written": self.written, "dropped": self.dropped}
+            self._file.write((json.dumps(summary) + "\n").encode())
             self._file.flush()
+            self._file.close()
+        with open(os.path.join(os.path.dirname(self._path), "done"), "w", encoding="utf-8") as f:
+            f.write("done\n")
 
 
 class Broker:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.log = Log(settings.log_path, settings.max_entries)
+        self.log = Log(settings.log_path, settings.max_entries, settings.max_bytes)
         self._slots = threading.BoundedSemaphore(_MAX_CLIENTS)
         # Connections being relayed: logged at the end, or by `stop` if still open then.
         self._open: dict[int, tuple[dict[str, object], list[int], float]] = {}

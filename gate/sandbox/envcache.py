@@ -4,8 +4,9 @@ and reused by later checks and proofs with the same key (docs/performance.md).
 Only a check with `setup_inputs` is cached. Its setup runs in a container whose
 /workspace holds only the files those globs name, so everything setup could have read is
 in the key: the configured image's id, the setup commands, the network and egress
-configuration, the environment and user, and the content (paths, modes, bytes, symlink
-targets) of those files. What setup writes outside /workspace is the cached environment;
+configuration, the egress broker's test-only overrides in force (a hit under other
+overrides is a miss), the environment and user, and the content (paths, modes, bytes,
+symlink targets) of those files. What setup writes outside /workspace is the cached environment;
 /workspace itself is dropped on a miss as on a hit, and the full tree is materialized
 afresh for build and test.
 """
@@ -34,7 +35,9 @@ from gate.model import (
     Sha256,
 )
 from gate.policy.paths import glob_match
+from gate.sandbox.egress import UnsafeOverrides
 from gate.sandbox.errors import DockerRefused, docker_errors
+from gate.sandbox.labels import OWNER, PROOF
 
 CACHE_LABEL = "proofgate.env-cache"
 KEY_LABEL = "proofgate.env-key"
@@ -48,8 +51,10 @@ VERSION = 2  # 2: whether setup's changes are recorded is part of the key
 
 def labels(key: str) -> dict[str, str]:
     # `proofgate` is overridden: the commit would inherit the container's `proofgate=1`,
-    # which marks what a check must remove when it ends.
-    return {CACHE_LABEL: "1", KEY_LABEL: key, "proofgate": "env-cache"}
+    # which marks what a check must remove when it ends; and the proof's id and owner
+    # are blanked (a label cannot be removed), so neither the proof's own sweep nor a
+    # prune of dead proofs' leftovers takes a cached environment (gate/sandbox/labels.py).
+    return {CACHE_LABEL: "1", KEY_LABEL: key, "proofgate": "env-cache", PROOF: "", OWNER: ""}
 
 
 class _Chunks(io.RawIOBase):
@@ -114,9 +119,17 @@ def setup_inputs(
     return out.getvalue(), hashlib.sha256(canonical_json(sorted(digest))).hexdigest()
 
 
-def key(spec: CheckSpec, image: ImageRef, inputs: str, *, recorded: bool) -> str:
-    """Everything the setup phase's result can depend on (docs/performance.md), and
-    whether the entry carries the record of what setup changed (SPEC §3.2)."""
+def key(
+    spec: CheckSpec,
+    image: ImageRef,
+    inputs: str,
+    overrides: UnsafeOverrides | None = None,
+    *,
+    recorded: bool,
+) -> str:
+    """Everything the setup phase's result can depend on (docs/performance.md):
+    `overrides` are the egress broker's test-only overrides the sandbox applies, and
+    `recorded` whether the entry carries the record of what setup changed (SPEC §3.2)."""
     limits = spec.limits
     setup = [list(c.argv) for p, cmds in spec.phases if p is Phase.SETUP for c in cmds]
     body: JsonDict = {
@@ -131,6 +144,14 @@ def key(spec: CheckSpec, image: ImageRef, inputs: str, *, recorded: bool) -> str
         "inputs": inputs,
         "recorded": recorded,
     }
+    # what the broker reaches and how it resolves names shape what setup installs; only
+    # where a broker runs, and only when set (keys made without them stay as they were)
+    if overrides is not None and overrides.active and limits.network == "setup" and limits.egress:
+        body["egress_overrides"] = {
+            "allow_nets": list(overrides.allow_nets),
+            "hosts": [[h, list(a)] for h, a in overrides.hosts],
+            "network": overrides.network,
+        }
     return hashlib.sha256(canonical_json(body)).hexdigest()
 
 

@@ -51,3 +51,9 @@ class Sandbox(Protocol):
             KeyboardInterrupt: interrupted, or `stop` was set.
         """
         ...
+
+    def sweep(self) -> tuple[str, ...]:
+        """Remove whatever is still labeled with this sandbox's proof id; called once
+        every check of the proof has ended. Best effort: never raises. Returns what it
+        removed ("container 0123456789ab", ...)."""
+        ...

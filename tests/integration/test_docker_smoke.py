@@ -9,6 +9,8 @@ import tarfile
 import docker
 import pytest
 
+from tests.conftest import own_labels
+
 
 def _tar_with(name: str, data: bytes, mode: int = 0o755) -> bytes:
     buf = io.BytesIO()
@@ -37,7 +39,7 @@ def test_cleanroom_container_runs_copied_script_without_network(
         cleanroom_image,
         command=["/workspace/check.sh"],
         network_mode="none",
-        labels={"proofgate": "1"},
+        labels=own_labels(),
         working_dir="/workspace",
     )
     try:

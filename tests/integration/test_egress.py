@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ import pytest
 
 from gate.journal import Journal
 from gate.model import CheckResult, CheckSpec, Command, ImageRef, Limits, Phase
+from gate.sandbox import labels
 from gate.sandbox.docker import DockerSandbox
 from gate.sandbox.egress import UNSAFE_ALLOW_NETS_ENV, UNSAFE_HOSTS_ENV, UNSAFE_NETWORK_ENV
 from tests.integration.test_sandbox import TREE, TreeFn, bridge_gateway, make_tree
@@ -81,9 +83,13 @@ def unsafe_env(monkeypatch: pytest.MonkeyPatch, registry: Registry) -> Registry:
     return registry
 
 
+_SANDBOX: list[DockerSandbox] = []
+
+
 @pytest.fixture(scope="module")
 def sandbox(docker_client: docker.DockerClient) -> DockerSandbox:
-    return DockerSandbox(docker_client, log_tail_bytes=8192)
+    _SANDBOX[:] = [DockerSandbox(docker_client, log_tail_bytes=8192)]
+    return _SANDBOX[0]
 
 
 @pytest.fixture(scope="module")
@@ -364,10 +370,15 @@ def test_the_action_ignores_the_unsafe_overrides(
 
 
 def _leftovers(client: docker.DockerClient) -> tuple[list[str], list[str]]:
-    networks = [n.name for n in client.networks.list(filters={"label": "proofgate=1"})]
+    """This module's proofs' networks and brokers (its sandbox's proof id), never another
+    process's on the same daemon."""
+    mine = f"{labels.PROOF}={_SANDBOX[0].labels.proof}"
+    networks = [n.name for n in client.networks.list(filters={"label": [mine]})]
     brokers = [
         c.id
-        for c in client.containers.list(all=True, sparse=True, filters={"label": "proofgate.role"})
+        for c in client.containers.list(
+            all=True, sparse=True, filters={"label": [mine, labels.ROLE]}
+        )
     ]
     return [str(n) for n in networks], [str(c) for c in brokers]
 
@@ -547,3 +558,68 @@ def test_connection_still_open_after_setup_is_recorded(
     assert attempt["allowed"] is True
     assert attempt["open_at_stop"] is True
     assert attempt["bytes_up"] == 4
+
+
+# --- a large log: bounded on both sides ----------------------------------------------------
+
+FLOOD = r"""
+import os, socket, struct, time
+broker = os.environ["HTTP_PROXY"].split("//")[1].split(":")[0]
+label = "a" * 60
+name = b"".join(bytes([len(p)]) + p.encode() for p in [label] * 4 + ["example", "org"]) + b"\0"
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(0.5)
+answered = 0
+t0 = time.monotonic()
+for i in range(40000):
+    query = struct.pack(">HHHHHH", i & 0xFFFF, 0x100, 1, 0, 0, 0) + name + b"\0\1\0\1"
+    s.sendto(query, (broker, 53))
+    try:
+        s.recv(4096)
+        answered += 1
+    except OSError:
+        pass
+print("FLOOD", answered, round(time.monotonic() - t0, 1))
+"""
+
+
+def test_dns_flood_is_egress_unrecorded_and_leaves_nothing(
+    docker_client: docker.DockerClient, tmp_path: Path, unsafe_env: Registry
+) -> None:
+    """40,000 DNS queries with 245-character names: ~14 MB of log lines, past the
+    broker's 8 MiB bound. The check ends INCONCLUSIVE `egress-unrecorded` (not every
+    attempt is in the record) within seconds of setup, not after a client timeout, and
+    neither the broker nor the internal network is left."""
+    config = config_yaml(
+        f"  - {{name: flood, network: setup, egress: ['{REGISTRY}:8000'], "
+        "setup: 'python3 flood.py', test: 'true'}\n"
+    )
+    base = {b".github/proofgate.yml": config, b"flood.py": FLOOD.encode(), b"a": b"1"}
+    _, path = pr_repo(tmp_path, base, {b"a": b"2"})
+    t0 = time.monotonic()
+    code = cli_prove(path, tmp_path / "out")
+    elapsed = time.monotonic() - t0
+    predicate = receipt_predicate(tmp_path / "out")
+    assert code == 13, predicate["reasons"]
+    assert [r["code"] for r in predicate["reasons"]] == ["egress-unrecorded"]  # type: ignore[index, union-attr]
+    (check,) = predicate["checks"]  # type: ignore[misc]
+    summary = check["egress_summary"]
+    assert summary["complete"] is False
+    assert summary["dropped"] > 0
+    assert summary["attempts"] > 30000
+    setup = check["phases"][0]["commands"][0]
+    assert "FLOOD" in setup["log_tail"]
+    assert elapsed < setup["duration_s"] + 40  # the read-back is bounded, not a timeout
+    assert _leftovers_of(docker_client, predicate) == ([], [])
+
+
+def _leftovers_of(
+    client: docker.DockerClient, predicate: dict[str, object]
+) -> tuple[list[str], list[str]]:
+    """The networks and brokers of the proof the receipt's journal names."""
+    events = predicate["journal"]["events"]  # type: ignore[index]
+    (started,) = [e for e in events if e["kind"] == "run-started"]  # type: ignore[union-attr]
+    mine = f"{labels.PROOF}={started['data']['proof']}"
+    networks = [n.name for n in client.networks.list(filters={"label": [mine]})]
+    brokers = [str(c.id) for c in client.containers.list(all=True, filters={"label": [mine]})]
+    return networks, brokers

@@ -25,6 +25,7 @@ from gate.errors import RepoError
 from gate.git.interface import UnsafeTreeError
 from gate.git.repo import GitRepository
 from gate.git.tarstream import DEFAULT_MTIME, stream_tar, tree_entries
+from tests.conftest import own_labels
 from tests.gitutil import (
     EXEC,
     Content,
@@ -461,7 +462,7 @@ def test_fast_archive_lands_exactly_in_a_container(
         cleanroom_image,
         ["sleep", "60"],
         network_mode="none",
-        labels={"proofgate": "1"},
+        labels=own_labels(),
     )
     try:
         with GitRepository(repo_dir(repo)) as git:

@@ -230,7 +230,7 @@ def test_apply_usage_and_unreadable_receipt(
     assert snapshot(path) == before
 
 
-def _never_sandbox() -> Sandbox:
+def _never_sandbox(_proof: str) -> Sandbox:
     raise AssertionError("no check may run")
 
 

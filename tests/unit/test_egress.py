@@ -257,6 +257,7 @@ def test_record_from_log_digests_the_full_list() -> None:
     record = record_from_log(data)
     assert len(record.attempts) == 160
     assert record.dropped == 7
+    assert not record.complete  # an attempt the broker only counted is not recorded
     summary = record.to_dict()
     assert summary["attempts"] == 167
     assert summary["truncated"] is True

@@ -15,6 +15,7 @@ from gate.config import load_config
 from gate.errors import ConfigError
 from gate.model import CheckSpec, Command, ImageRef, Limits, Phase
 from gate.sandbox import envcache
+from gate.sandbox.egress import UnsafeOverrides
 
 IMAGE = ImageRef(name="img", id="sha256:" + "1" * 64)
 
@@ -81,3 +82,20 @@ def test_setup_inputs_config_key() -> None:
     assert plain.setup_inputs is None
     with pytest.raises(ConfigError, match=r"setup_inputs\[0\]"):
         load_config(_config(', setup_inputs: ["["]'), source="c")
+
+
+def test_the_key_covers_the_egress_overrides_in_force() -> None:
+    """An environment made while the broker's test-only overrides applied (other
+    addresses allowed, names resolved by a map) is not one made without them."""
+    networked = _check(network="setup", egress=("index.example.org:8000",))
+    plain = envcache.key(networked, IMAGE, "d")
+    assert envcache.key(networked, IMAGE, "d", UnsafeOverrides()) == plain
+    hosts = UnsafeOverrides(hosts=(("index.example.org", ("10.0.0.2",)),))
+    other_host = UnsafeOverrides(hosts=(("index.example.org", ("10.0.0.3",)),))
+    nets = UnsafeOverrides(allow_nets=("10.0.0.0/8",))
+    network = UnsafeOverrides(network="a-test-network")
+    keys = {envcache.key(networked, IMAGE, "d", o) for o in (hosts, other_host, nets, network)}
+    assert len(keys) == 4
+    assert plain not in keys
+    # without a broker the overrides shape nothing: the key stays
+    assert envcache.key(_check(), IMAGE, "d", hosts) == envcache.key(_check(), IMAGE, "d")

@@ -354,11 +354,30 @@ CASES: dict[str, Case] = {
         (chg("docs/gitattributes.md", added=["x"]),), "git-plumbing-changed", False, A
     ),
     # symlink-escapes
-    "symlink-climbs-out": Case(
+    "symlink-climbs-out": Case(  # DENY: symlink-unmaterializable fires too
         (chg("a/link", "A", new_mode=0o120000, symlink_target=b"../../etc/passwd"),),
         "symlink-escapes",
         True,
+        D,
+    ),
+    # symlink-unmaterializable
+    "symlink-above-the-root-cannot-be-extracted": Case(
+        (chg("up-link", "A", new_mode=0o120000, symlink_target=b"../../../../outside"),),
+        "symlink-unmaterializable",
+        True,
+        D,
+    ),
+    "symlink-absolute-extracts-as-is": Case(
+        (chg("link", "A", new_mode=0o120000, symlink_target=b"/etc/passwd"),),
+        "symlink-unmaterializable",
+        False,
         H,
+    ),
+    "symlink-up-but-inside": Case(
+        (chg("a/b/link", "A", new_mode=0o120000, symlink_target=b"../../c"),),
+        "symlink-unmaterializable",
+        False,
+        A,
     ),
     "symlink-absolute": Case(
         (chg("link", "A", new_mode=0o120000, symlink_target=b"/etc/passwd"),),
