@@ -16,14 +16,13 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from importlib import resources
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import yaml
 
 from gate.differential import junitpath
 from gate.differential.tarprotect import PROTECTED_UID
 from gate.errors import ConfigError
-from gate.jsonschema_fast import Draft202012Validator, ValidationError
 from gate.model import (
     PHASE_ORDER,
     Budgets,
@@ -37,9 +36,8 @@ from gate.model import (
 )
 from gate.policy.paths import glob_problem
 
-# The broker file is stdlib-only and pure outside its `main`: the same parser that the
-# broker matches with validates the configuration, so the two cannot disagree.
-from gate.sandbox.egress_broker import parse_entry as parse_egress_entry
+if TYPE_CHECKING:
+    from gate.jsonschema_fast import Draft202012Validator, ValidationError
 
 DEFAULT_CONFIG_PATH = ".github/proofgate.yml"
 DEFAULT_IMAGE = "python:3.12-slim"
@@ -58,6 +56,9 @@ def schema() -> Mapping[str, object]:
 
 @cache
 def _validator() -> Draft202012Validator:
+    # Imported here: a proof without a configuration never pays for jsonschema.
+    from gate.jsonschema_fast import Draft202012Validator
+
     return Draft202012Validator(schema())
 
 
@@ -270,6 +271,12 @@ def _check_egress(source: str, doc: Mapping[str, object]) -> None:
                 if entry == PYTHON_PACKAGE_INDEX:
                     _pip_index_hosts()
                     continue
+                # The broker file is stdlib-only and pure outside its `main`: the parser
+                # the broker matches with validates the configuration, so the two cannot
+                # disagree. Imported here: a configuration without `egress` never loads
+                # the sandbox package.
+                from gate.sandbox.egress_broker import parse_entry as parse_egress_entry
+
                 parse_egress_entry(entry)
             except ValueError as e:
                 raise ConfigError(
@@ -279,7 +286,8 @@ def _check_egress(source: str, doc: Mapping[str, object]) -> None:
 
 def _check_user(source: str, doc: Mapping[str, object]) -> None:
     """`user` never names proofgate's own uid or gid, which owns what a check may read
-    but not change (the witness, a differential's trusted files: gate/differential/tarprotect.py)."""
+    but not change (the witness, a differential's trusted files:
+    gate/differential/tarprotect.py)."""
     places: list[tuple[str, object]] = [("defaults", doc.get("defaults", {}))]
     places += [(f"checks[{i}]", c) for i, c in enumerate(cast(list[object], doc["checks"]))]
     for where, raw in places:

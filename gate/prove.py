@@ -17,12 +17,11 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gate import policy, receipt, render
 from gate.config import DEFAULT_CONFIG_PATH, load_config
 from gate.differential import DifferentialReport, junitpath, wants_a_person, witness
-from gate.differential import runs as differential_runs
-from gate.differential.runs import cache_dir
 from gate.errors import UsageError
 from gate.git.interface import (
     EvidenceSource,
@@ -50,9 +49,15 @@ from gate.model import (
     Verdict,
 )
 from gate.policy_run import judge_policy
-from gate.sandbox.interface import ImageError, Sandbox, SandboxError
 from gate.timefmt import rfc3339
 from gate.verdict import RunEvidence, decide, preflight
+
+if TYPE_CHECKING:
+    from gate.sandbox.interface import Sandbox
+
+# The sandbox and the differential's runs (with the Docker SDK behind them) are imported
+# where a check is about to run: `proofgate policy`, a DENY or a missing configuration
+# never load them (tests/unit/test_imports.py keeps it so).
 
 log = logging.getLogger("gate")
 
@@ -204,6 +209,8 @@ def _run_checks(
 ) -> _CleanRoom:
     """Resolve the image, then one fresh container per check; never raises for the
     clean room's own failures (they become fields of the result)."""
+    from gate.sandbox.interface import ImageError, SandboxError
+
     assert ev.proven_tree is not None  # noqa: S101 - caller checked
     tree = ev.proven_tree
     try:
@@ -253,6 +260,8 @@ def _run_concurrently(
     and removes its containers, no further check starts, and this returns once all
     workers have ended. Returns the finished results by config index and that failure.
     """
+    from gate.sandbox.interface import SandboxError
+
     cores = float(os.cpu_count() or 1)
     stop = threading.Event()
     running: dict[Future[CheckResult], tuple[int, float]] = {}
@@ -412,10 +421,18 @@ def prove(
         and ev.proven_tree is not None
         and result.decision is not Decision.DENY  # SPEC §3: DENY runs no untrusted code
     ):
+        from gate.differential import runs as differential_runs
+
         forged = _forged_reports(config, ev, evidence)
         digest = config_source.blob if config_source is not None else ""
         pending = differential_runs.start(
-            config, ev, evidence, sandbox, journal, config_digest=digest, cache=cache_dir()
+            config,
+            ev,
+            evidence,
+            sandbox,
+            journal,
+            config_digest=digest,
+            cache=differential_runs.cache_dir(),
         )
         try:
             room = _run_checks(config, ev, evidence, sandbox, journal)
