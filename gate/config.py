@@ -11,6 +11,7 @@ in a plain YAML load, and aliases can expand exponentially); size is capped.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -52,6 +53,13 @@ def schema() -> Mapping[str, object]:
     """The JSON Schema shipped with the package."""
     text = resources.files("gate").joinpath("schema/proofgate.schema.json").read_text("utf-8")
     return cast(Mapping[str, object], json.loads(text))
+
+
+@cache
+def schema_digest() -> str:
+    """SHA-256 of the shipped schema: what a remembered schema check was made against."""
+    text = resources.files("gate").joinpath("schema/proofgate.schema.json").read_bytes()
+    return hashlib.sha256(text).hexdigest()
 
 
 @cache
@@ -332,13 +340,22 @@ def _differential(
     return tests, mode
 
 
-def load_config(data: bytes, *, source: str, known_rules: frozenset[str] | None = None) -> Config:
+def load_config(
+    data: bytes,
+    *,
+    source: str,
+    known_rules: frozenset[str] | None = None,
+    schema_checked: bool = False,
+) -> Config:
     """Parse and validate configuration bytes.
 
     Args:
         data: the file's exact bytes.
         source: how to name the file in messages (e.g. `.github/proofgate.yml@<base>`).
         known_rules: built-in policy rule ids; an unknown id in `policy.rules` is an error.
+        schema_checked: these exact bytes passed the schema (`schema_digest()`) before,
+            so the schema check is skipped (a process then never imports jsonschema);
+            every other check still runs.
 
     Raises:
         ConfigError: malformed YAML, unknown keys, wrong types or bad values; the message
@@ -347,13 +364,17 @@ def load_config(data: bytes, *, source: str, known_rules: frozenset[str] | None 
     doc = _parse_yaml(data, source)
     if not isinstance(doc, dict):
         raise ConfigError(source, "", expected="a mapping at the top level", got=_show(doc))
-    errors = sorted(
-        _validator().iter_errors(doc),
-        key=lambda e: (
-            list(map(str, e.absolute_path)),
-            e.validator != "additionalProperties",  # a typo explains a "missing" key
-            e.message,
-        ),
+    errors = (
+        []
+        if schema_checked
+        else sorted(
+            _validator().iter_errors(doc),
+            key=lambda e: (
+                list(map(str, e.absolute_path)),
+                e.validator != "additionalProperties",  # a typo explains a "missing" key
+                e.message,
+            ),
+        )
     )
     if errors:
         key_path, expected, got = _describe(errors[0])

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gate import policy, receipt, render
-from gate.config import DEFAULT_CONFIG_PATH, load_config
+from gate import policy, receipt, render, usercache
+from gate.config import DEFAULT_CONFIG_PATH, load_config, schema_digest
 from gate.differential import DifferentialReport, junitpath, wants_a_person, witness
 from gate.errors import UsageError
 from gate.git.interface import (
@@ -98,6 +98,33 @@ class ProofRun:
     signed: bool
 
 
+def _checked_config(data: bytes, *, source: str, known: frozenset[str]) -> Config:
+    """`load_config`, with the schema check remembered in the per-user cache by the
+    bytes' SHA-256 and the schema's: a configuration seen valid before is not checked
+    against the schema again (the cache is as trusted as the machine), so the process
+    does not import jsonschema. Errors are never remembered.
+
+    Raises:
+        ConfigError: the configuration is malformed.
+    """
+    seen = usercache.BlobIndex(
+        "config-schema", schema_digest()[:16], decode=_true, encode=lambda v: v
+    )
+    key = hashlib.sha256(data).hexdigest()
+    checked = key in seen
+    config = load_config(data, source=source, known_rules=known, schema_checked=checked)
+    if not checked:
+        seen[key] = True
+        seen.save()
+    return config
+
+
+def _true(raw: object) -> bool:
+    if raw is not True:
+        raise ValueError("not a remembered schema check")
+    return True
+
+
 def _load_config(
     request: ProveRequest, evidence: EvidenceSource, ev: Evidence
 ) -> tuple[Config | None, ConfigSource | None]:
@@ -114,7 +141,7 @@ def _load_config(
         except OSError as e:
             raise UsageError(f"cannot read --config {request.config_file}: {e.strerror}") from e
         digest = hashlib.sha256(data).hexdigest()
-        config = load_config(data, source=str(request.config_file), known_rules=known)
+        config = _checked_config(data, source=str(request.config_file), known=known)
         return config, ConfigSource(
             kind=ConfigSourceKind.FILE,
             path=str(request.config_file),
@@ -126,7 +153,7 @@ def _load_config(
         return None, None
     blob, data = found
     source = f"{request.config_path} (base {ev.base.commit[:12]})"
-    config = load_config(data, source=source, known_rules=known)
+    config = _checked_config(data, source=source, known=known)
     return config, ConfigSource(
         kind=ConfigSourceKind.BASE_TREE,
         path=request.config_path,

@@ -56,7 +56,7 @@ class BlobIndex(MutableMapping[str, V]):
     def __init__(
         self,
         name: str,
-        version: int,
+        version: int | str,
         *,
         decode: Callable[[object], V],
         encode: Callable[[V], object],

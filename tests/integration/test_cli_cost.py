@@ -154,3 +154,25 @@ def _blast(out: str) -> dict[str, object]:
     found = json.loads(out)["policy"]["blast_radius"]
     assert isinstance(found, dict)
     return found
+
+
+def test_a_configuration_seen_valid_is_not_schema_checked_again(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    argv = ["policy", "--base", "main", "--head", "pr"]
+    code, first = _imported(argv, repo, tmp_path / "cache")
+    assert code == 0
+    assert "jsonschema" in first
+    code, again = _imported(argv, repo, tmp_path / "cache")
+    assert code == 0
+    assert "jsonschema" not in again  # the second process skips the import, not the check
+
+
+def test_an_invalid_configuration_is_never_remembered(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yml"
+    bad.write_bytes(CONFIG.replace(b"checks:", b"chekcs:"))
+    repo = _repo(tmp_path)
+    argv = ["policy", "--base", "main", "--head", "pr", "--config", str(bad)]
+    for _ in range(2):
+        code, names = _imported(argv, repo, tmp_path / "cache")
+        assert code == 2
+        assert "jsonschema" in names
