@@ -360,6 +360,23 @@ def _drain(
     running.clear()
 
 
+def _shared(factory: Callable[[], Sandbox]) -> Callable[[], Sandbox]:
+    """`factory`, called once for the whole proof: the checks and every differential run
+    share one sandbox (one client, one daemon handshake) as concurrent checks already
+    share theirs. Still called only when something is about to run; a failure (no
+    daemon) is not remembered, so a later call tries again."""
+    lock = threading.Lock()
+    made: list[Sandbox] = []
+
+    def once() -> Sandbox:
+        with lock:
+            if not made:
+                made.append(factory())
+            return made[0]
+
+    return once
+
+
 def _ask_approval(
     approver: Approver, ev: Evidence, result: PolicyResult, journal: Journal
 ) -> tuple[Approval | None, str | None]:
@@ -450,6 +467,7 @@ def prove(
     ):
         from gate.differential import runs as differential_runs
 
+        sandbox = _shared(sandbox)
         forged = _forged_reports(config, ev, evidence)
         digest = config_source.blob if config_source is not None else ""
         pending = differential_runs.start(
