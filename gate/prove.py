@@ -9,18 +9,19 @@ the tests wire the same function.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from gate import policy, receipt, render, usercache
-from gate.config import DEFAULT_CONFIG_PATH, load_config, schema_digest
+from gate.config import DEFAULT_CONFIG_PATH, checked_document, load_config, schema_digest
 from gate.differential import DifferentialReport, junitpath, wants_a_person, witness
 from gate.errors import UsageError
 from gate.git.interface import (
@@ -99,30 +100,42 @@ class ProofRun:
 
 
 def _checked_config(data: bytes, *, source: str, known: frozenset[str]) -> Config:
-    """`load_config`, with the schema check remembered in the per-user cache by the
-    bytes' SHA-256 and the schema's: a configuration seen valid before is not checked
-    against the schema again (the cache is as trusted as the machine), so the process
-    does not import jsonschema. Errors are never remembered.
+    """`load_config`, with its YAML document remembered in the per-user cache by the
+    bytes' SHA-256 and the schema's once it passed the schema: a configuration seen
+    valid before is neither parsed nor schema-checked again (the cache is as trusted as
+    the machine), so the process imports neither yaml nor jsonschema. The checks after
+    the schema always run; errors are never remembered.
 
     Raises:
         ConfigError: the configuration is malformed.
     """
     seen = usercache.BlobIndex(
-        "config-schema", schema_digest()[:16], decode=_true, encode=lambda v: v
+        "config-document", schema_digest()[:16], decode=_document, encode=lambda v: v
     )
     key = hashlib.sha256(data).hexdigest()
-    checked = key in seen
-    config = load_config(data, source=source, known_rules=known, schema_checked=checked)
-    if not checked:
-        seen[key] = True
+    document = seen[key] if key in seen else None
+    fresh = document is None
+    if document is None:
+        document = checked_document(data, source)
+    config = load_config(data, source=source, known_rules=known, document=document)
+    # only a document JSON carries unchanged (a YAML date or binary value is not)
+    if fresh and _json_round_trip(document) == document:
+        seen[key] = document
         seen.save()
     return config
 
 
-def _true(raw: object) -> bool:
-    if raw is not True:
-        raise ValueError("not a remembered schema check")
-    return True
+def _document(raw: object) -> Mapping[str, object]:
+    if not isinstance(raw, dict):
+        raise ValueError("not a remembered configuration document")
+    return cast(Mapping[str, object], raw)
+
+
+def _json_round_trip(document: Mapping[str, object]) -> object:
+    try:
+        return json.loads(json.dumps(document, allow_nan=False))
+    except (TypeError, ValueError):
+        return None
 
 
 def _load_config(

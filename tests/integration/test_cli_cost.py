@@ -156,7 +156,7 @@ def _blast(out: str) -> dict[str, object]:
     return found
 
 
-def test_a_configuration_seen_valid_is_not_schema_checked_again(tmp_path: Path) -> None:
+def test_a_configuration_seen_valid_is_neither_parsed_nor_schema_checked_again(tmp_path: Path) -> None:
     repo = _repo(tmp_path)
     argv = ["policy", "--base", "main", "--head", "pr"]
     code, first = _imported(argv, repo, tmp_path / "cache")
@@ -165,6 +165,7 @@ def test_a_configuration_seen_valid_is_not_schema_checked_again(tmp_path: Path) 
     code, again = _imported(argv, repo, tmp_path / "cache")
     assert code == 0
     assert "jsonschema" not in again  # the second process skips the import, not the check
+    assert "yaml" not in again
 
 
 def test_an_invalid_configuration_is_never_remembered(tmp_path: Path) -> None:
