@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
 # The sandbox and the differential's runs (with the Docker SDK behind them) are imported
 # where a check is about to run: `proofgate policy`, a DENY or a missing configuration
-# never load them (tests/unit/test_imports.py keeps it so).
+# never load them (tests/integration/test_cli_cost.py keeps it so).
 
 log = logging.getLogger("gate")
 
