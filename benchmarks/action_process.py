@@ -62,7 +62,7 @@ def build_origin(clone: Path, rev: str, tmp: Path) -> Origin:
         check=True,
         env=GIT_ENV,
     )
-    git(work, "checkout", "-q", "-b", "main", base)
+    git(work, "checkout", "-q", "-B", "bench-base", base)
     (work / ".github").mkdir(exist_ok=True)
     (work / ".github" / "proofgate.yml").write_text(CONFIG)
     git(work, "add", ".github/proofgate.yml")
@@ -70,7 +70,7 @@ def build_origin(clone: Path, rev: str, tmp: Path) -> Origin:
     main = git(work, "rev-parse", "HEAD")
     bare = tmp / "origin.git"
     git(tmp, "init", "-q", "--bare", str(bare))
-    git(work, "push", "-q", str(bare), "main:refs/heads/main", f"{head}:refs/pull/1/head")
+    git(work, "push", "-q", str(bare), "bench-base:refs/heads/main", f"{head}:refs/pull/1/head")
     return Origin(bare, base, main, {1: head}, "", "")
 
 

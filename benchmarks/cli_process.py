@@ -215,6 +215,7 @@ def _row(name: str, s: dict[str, object]) -> str:
     }[str(s["scenario"])]
     return (
         f"| {name} | {what} | {s['runs']} | {s['proofgate_median_s']:.2f} s "
+        f"| {s['proofgate_cpu_median_s']:.2f} s "
         f"| {s['peer_median_s']:.2f} s | {s['ratio_median']:.2f}x "
         f"| {s['over_peer_median_s']:+.2f} s | {', '.join(map(str, s['verdicts']))} |"  # type: ignore[call-overload]
     )
@@ -223,9 +224,9 @@ def _row(name: str, s: dict[str, object]) -> str:
 def table(records: list[dict[str, object]]) -> str:
     """The rows docs/performance.md shows between its `process` markers."""
     lines = [
-        "| project | process | runs | proofgate, median | peer, median | ratio, median "
-        "| difference, median | verdicts |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| project | process | runs | proofgate, median | its CPU | peer, median "
+        "| ratio, median | difference, median | verdicts |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in records:
         scenarios = r["scenarios"]
