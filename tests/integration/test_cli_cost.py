@@ -156,7 +156,9 @@ def _blast(out: str) -> dict[str, object]:
     return found
 
 
-def test_a_configuration_seen_valid_is_neither_parsed_nor_schema_checked_again(tmp_path: Path) -> None:
+def test_a_configuration_seen_valid_is_neither_parsed_nor_schema_checked_again(
+    tmp_path: Path,
+) -> None:
     repo = _repo(tmp_path)
     argv = ["policy", "--base", "main", "--head", "pr"]
     code, first = _imported(argv, repo, tmp_path / "cache")
