@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from gate.git.repo import GitRepository
     from gate.model import Approval
     from gate.prove import ProveRequest
+    from gate.sandbox.interface import Sandbox
 
 log = logging.getLogger("gate")
 
@@ -351,7 +352,6 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
     from gate import receipt
     from gate.git.repo import GitRepository
     from gate.prove import ApprovalRejected, ProveRequest, prove
-    from gate.sandbox.docker import DockerSandbox
 
     key_pem: bytes | None = None
     approver_keys: list[Ed25519PublicKey] = []
@@ -408,9 +408,7 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
         run = prove(
             dataclasses.replace(request, repo_dir=evidence.workdir),
             evidence=evidence,
-            sandbox=lambda proof: DockerSandbox(
-                proof=proof, allow_pull=bool(getattr(args, "allow_pull", False))
-            ),
+            sandbox=lambda proof: _docker_sandbox(bool(getattr(args, "allow_pull", False)), proof),
             approver=approver,
             on_event=_print_event,
         )
@@ -439,6 +437,13 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
         return {"ALLOW": 0, "HOLD": 11, "DENY": 12}[run.policy_decision.value]
     log.info("verdict: %s", run.verdict.value)
     return run.verdict.exit_code
+
+
+def _docker_sandbox(allow_pull: bool, proof: str | None = None) -> Sandbox:
+    # Imported when a check is about to run: `policy` never loads the Docker SDK.
+    from gate.sandbox.docker import DockerSandbox
+
+    return DockerSandbox(proof=proof, allow_pull=allow_pull)
 
 
 def _worktree_request(request: ProveRequest, evidence: GitRepository) -> ProveRequest:

@@ -11,19 +11,17 @@ in a plain YAML load, and aliases can expand exponentially); size is capped.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from importlib import resources
-from typing import cast
-
-import yaml
+from typing import TYPE_CHECKING, cast
 
 from gate.differential import junitpath
 from gate.differential.tarprotect import PROTECTED_UID
 from gate.errors import ConfigError
-from gate.jsonschema_fast import Draft202012Validator, ValidationError
 from gate.model import (
     PHASE_ORDER,
     Budgets,
@@ -37,9 +35,10 @@ from gate.model import (
 )
 from gate.policy.paths import glob_problem
 
-# The broker file is stdlib-only and pure outside its `main`: the same parser that the
-# broker matches with validates the configuration, so the two cannot disagree.
-from gate.sandbox.egress_broker import parse_entry as parse_egress_entry
+if TYPE_CHECKING:
+    import yaml
+
+    from gate.jsonschema_fast import Draft202012Validator, ValidationError
 
 DEFAULT_CONFIG_PATH = ".github/proofgate.yml"
 DEFAULT_IMAGE = "python:3.12-slim"
@@ -57,15 +56,39 @@ def schema() -> Mapping[str, object]:
 
 
 @cache
+def schema_digest() -> str:
+    """SHA-256 of the shipped schema: what a remembered schema check was made against."""
+    text = resources.files("gate").joinpath("schema/proofgate.schema.json").read_bytes()
+    return hashlib.sha256(text).hexdigest()
+
+
+@cache
 def _validator() -> Draft202012Validator:
+    # Imported here: a proof without a configuration never pays for jsonschema.
+    from gate.jsonschema_fast import Draft202012Validator
+
     return Draft202012Validator(schema())
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys, aliases and non-string keys."""
+@cache
+def _strict_loader() -> type[yaml.SafeLoader]:
+    """SafeLoader that refuses duplicate keys, aliases and non-string keys. Built here, so
+    a process that finds its configuration already checked never imports yaml."""
+    import yaml
+
+    class _StrictLoader(yaml.SafeLoader):
+        pass
+
+    _StrictLoader.add_constructor(
+        yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+        _construct_mapping,
+    )
+    return _StrictLoader
 
 
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[object, object]:
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[object, object]:
+    import yaml
+
     seen: set[object] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=True)
@@ -80,12 +103,6 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[ob
         seen.add(key)
     loader.flatten_mapping(node)
     return dict(loader.construct_pairs(node, deep=True))
-
-
-_StrictLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_mapping,
-)
 
 
 def _key_path(path: Sequence[object]) -> str:
@@ -175,13 +192,15 @@ def _parse_yaml(data: bytes, source: str) -> object:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ConfigError(source, "", expected="UTF-8 text", got=f"bad byte at {e.start}") from e
+    import yaml
+
     try:
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 raise ConfigError(
                     source, "", expected="YAML without anchors or aliases", got="an anchor/alias"
                 )
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_strict_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -270,6 +289,12 @@ def _check_egress(source: str, doc: Mapping[str, object]) -> None:
                 if entry == PYTHON_PACKAGE_INDEX:
                     _pip_index_hosts()
                     continue
+                # The broker file is stdlib-only and pure outside its `main`: the parser
+                # the broker matches with validates the configuration, so the two cannot
+                # disagree. Imported here: a configuration without `egress` never loads
+                # the sandbox package.
+                from gate.sandbox.egress_broker import parse_entry as parse_egress_entry
+
                 parse_egress_entry(entry)
             except ValueError as e:
                 raise ConfigError(
@@ -325,17 +350,12 @@ def _differential(
     return tests, mode
 
 
-def load_config(data: bytes, *, source: str, known_rules: frozenset[str] | None = None) -> Config:
-    """Parse and validate configuration bytes.
-
-    Args:
-        data: the file's exact bytes.
-        source: how to name the file in messages (e.g. `.github/proofgate.yml@<base>`).
-        known_rules: built-in policy rule ids; an unknown id in `policy.rules` is an error.
+def checked_document(data: bytes, source: str) -> Mapping[str, object]:
+    """The configuration's YAML document, checked against the schema (`schema_digest()`).
 
     Raises:
-        ConfigError: malformed YAML, unknown keys, wrong types or bad values; the message
-            names `source`, the key path, what was expected and what was found.
+        ConfigError: too large, not UTF-8, not strict YAML, not a mapping, or not what
+            the schema allows; the message names `source` and the key path.
     """
     doc = _parse_yaml(data, source)
     if not isinstance(doc, dict):
@@ -351,7 +371,31 @@ def load_config(data: bytes, *, source: str, known_rules: frozenset[str] | None 
     if errors:
         key_path, expected, got = _describe(errors[0])
         raise ConfigError(source, key_path, expected=expected, got=got)
+    return cast(Mapping[str, object], doc)
 
+
+def load_config(
+    data: bytes,
+    *,
+    source: str,
+    known_rules: frozenset[str] | None = None,
+    document: Mapping[str, object] | None = None,
+) -> Config:
+    """Parse and validate configuration bytes.
+
+    Args:
+        data: the file's exact bytes.
+        source: how to name the file in messages (e.g. `.github/proofgate.yml@<base>`).
+        known_rules: built-in policy rule ids; an unknown id in `policy.rules` is an error.
+        document: what `checked_document(data, ...)` returned for these exact bytes
+            before (the caller remembers it): YAML and the schema are then skipped, so
+            the process imports neither; every other check still runs.
+
+    Raises:
+        ConfigError: malformed YAML, unknown keys, wrong types or bad values; the message
+            names `source`, the key path, what was expected and what was found.
+    """
+    doc = checked_document(data, source) if document is None else document
     _check_egress(source, doc)
     _check_user(source, doc)
     defaults = cast(Mapping[str, object], doc.get("defaults", {}))

@@ -1,21 +1,41 @@
 """jsonschema, imported without the optional format checkers it loads eagerly.
 
-Where `rfc3987-syntax` is installed (it comes with some tools' extras), jsonschema's
-import compiles about forty grammars for it: a second of every `proofgate` run, most of
-the fixed cost of a proof. proofgate's schemas assert no `format`, so nothing is lost,
-and a later import of that package elsewhere still works.
+jsonschema's import tries every optional package that checks a `format` (URIs, dates,
+durations, colours, JSON pointers, ...) and imports each one it finds: where
+`rfc3987-syntax` is installed it compiles about forty grammars (a second of every
+`proofgate` run), and the others (`isoduration` with `arrow`, `rfc3986-validator`,
+`webcolors`, ...) cost about 0.2 s more. proofgate's schemas assert no `format`, so
+nothing is lost; the packages are hidden only during this import, so a later import of
+any of them elsewhere still works.
 """
 
 from __future__ import annotations
 
 import sys
 
-if "jsonschema" not in sys.modules and "rfc3987_syntax" not in sys.modules:
-    sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]  # an ImportError
+# The optional imports of jsonschema/_format.py (each behind `suppress(ImportError)`).
+_FORMAT_PACKAGES = (
+    "fqdn",
+    "idna",
+    "isoduration",
+    "jsonpointer",
+    "rfc3339_validator",
+    "rfc3986_validator",
+    "rfc3987",
+    "rfc3987_syntax",
+    "uri_template",
+    "webcolors",
+)
+
+if "jsonschema" not in sys.modules:
+    hidden = [name for name in _FORMAT_PACKAGES if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]  # an ImportError
     try:
         import jsonschema  # noqa: F401
     finally:
-        del sys.modules["rfc3987_syntax"]
+        for name in hidden:
+            del sys.modules[name]
 
 from jsonschema import Draft202012Validator  # noqa: E402
 from jsonschema.exceptions import ValidationError  # noqa: E402

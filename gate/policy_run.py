@@ -2,29 +2,76 @@
 
 `gate.policy` is pure; this reads what it wants from the proven tree, bounded, and is
 the one function `prove` and `benchmarks/replay.py` both call, so the replay figures
-measure the policy the product runs.
+measure the policy the product runs. The blast radius's per-file analysis (a Python
+file's imports) is kept in the per-user cache by git blob id, so only files whose blob
+was never seen are parsed, and a repeated proof of the same tree parses nothing.
 """
 
 from __future__ import annotations
 
-from gate import policy
+from pathlib import Path
+
+from gate import policy, usercache
 from gate.git.interface import EvidenceSource
 from gate.model import Evidence, PolicyResult, PolicySpec
+from gate.policy import blast
 
-__all__ = ["MAX_ANALYZED_BYTES", "MAX_SCANNED_BINARY_BYTES", "judge_policy"]
+__all__ = ["MAX_ANALYZED_BYTES", "MAX_SCANNED_BINARY_BYTES", "import_index", "judge_policy"]
 
 MAX_ANALYZED_BYTES = 64 * 1024 * 1024  # the policy's import graph reads at most this much
 MAX_SCANNED_BINARY_BYTES = 16 * 1024 * 1024  # binary additions the secrets rules read
 
+Imports = tuple[blast.RawImport, ...] | None  # a file's imports; None: it does not parse
+
+
+def _decode_imports(raw: object) -> Imports:
+    """One cached entry back into the analysis's value; ValueError if it is not one."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise ValueError("not a list of imports")
+    out: list[blast.RawImport] = []
+    for item in raw:
+        match item:
+            case [int() as level, str() as module, list() as names] if all(
+                isinstance(n, str) for n in names
+            ):
+                out.append((level, module, tuple(names)))
+            case _:
+                raise ValueError("not an import")
+    return tuple(out)
+
+
+def _encode_imports(value: Imports) -> object:
+    return None if value is None else [[lvl, mod, list(names)] for lvl, mod, names in value]
+
+
+def import_index(directory: Path | None = None) -> usercache.BlobIndex[Imports]:
+    """The blast radius's imports by blob id, from the per-user cache (or `directory`)."""
+    return usercache.BlobIndex(
+        "imports",
+        blast.IMPORTS_VERSION,
+        decode=_decode_imports,
+        encode=_encode_imports,
+        directory=directory,
+    )
+
 
 def judge_policy(
-    evidence: EvidenceSource, ev: Evidence, spec: PolicySpec, *, config_path: str
+    evidence: EvidenceSource,
+    ev: Evidence,
+    spec: PolicySpec,
+    *,
+    config_path: str,
+    imports: usercache.BlobIndex[Imports] | None = None,
 ) -> PolicyResult:
     """The policy as `prove` runs it (and benchmarks/replay.py measures it): the proven
     tree's files the analyzers want (up to MAX_ANALYZED_BYTES, else they record that
     they did not run), the binary files the patch adds (up to MAX_SCANNED_BINARY_BYTES,
     read from head's tree when no proven tree was computed) and the base's copies of the
-    changed Python test files (as much again).
+    changed Python test files (as much again). The imports of the tree's Python files come
+    from `imports` (default: `import_index()`) where it has them; what was parsed anew
+    is saved there.
 
     Raises:
         RepoError: a tree is not readable.
@@ -51,7 +98,10 @@ def judge_policy(
         if found is not None:
             base_files[old] = found[1]
             budget -= len(found[1])
-    return policy.evaluate(
+    index = imports
+    if index is None and tree_files is not None:
+        index = import_index()
+    result = policy.evaluate(
         ev.inventory,
         ev.patch.data,
         spec,
@@ -59,4 +109,8 @@ def judge_policy(
         tree_files=tree_files,
         binary_files=binary_files,
         base_files=base_files,
+        import_cache=index,
     )
+    if index is not None:
+        index.save()
+    return result

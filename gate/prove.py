@@ -9,21 +9,21 @@ the tests wire the same function.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
-from gate import policy, receipt, render
-from gate.config import DEFAULT_CONFIG_PATH, load_config
+from gate import policy, receipt, render, usercache
+from gate.config import DEFAULT_CONFIG_PATH, checked_document, load_config, schema_digest
 from gate.differential import DifferentialReport, junitpath, wants_a_person, witness
-from gate.differential import runs as differential_runs
-from gate.differential.runs import cache_dir
 from gate.errors import UsageError
 from gate.git.interface import (
     EvidenceSource,
@@ -51,9 +51,15 @@ from gate.model import (
     Verdict,
 )
 from gate.policy_run import judge_policy
-from gate.sandbox.interface import ImageError, Sandbox, SandboxError
 from gate.timefmt import rfc3339
 from gate.verdict import RunEvidence, decide, preflight
+
+if TYPE_CHECKING:
+    from gate.sandbox.interface import Sandbox
+
+# The sandbox and the differential's runs (with the Docker SDK behind them) are imported
+# where a check is about to run: `proofgate policy`, a DENY or a missing configuration
+# never load them (tests/integration/test_cli_cost.py keeps it so).
 
 log = logging.getLogger("gate")
 
@@ -97,6 +103,45 @@ class ProofRun:
     signed: bool
 
 
+def _checked_config(data: bytes, *, source: str, known: frozenset[str]) -> Config:
+    """`load_config`, with its YAML document remembered in the per-user cache by the
+    bytes' SHA-256 and the schema's once it passed the schema: a configuration seen
+    valid before is neither parsed nor schema-checked again (the cache is as trusted as
+    the machine), so the process imports neither yaml nor jsonschema. The checks after
+    the schema always run; errors are never remembered.
+
+    Raises:
+        ConfigError: the configuration is malformed.
+    """
+    seen = usercache.BlobIndex(
+        "config-document", schema_digest()[:16], decode=_document, encode=lambda v: v
+    )
+    key = hashlib.sha256(data).hexdigest()
+    document = seen[key] if key in seen else None
+    fresh = document is None
+    if document is None:
+        document = checked_document(data, source)
+    config = load_config(data, source=source, known_rules=known, document=document)
+    # only a document JSON carries unchanged (a YAML date or binary value is not)
+    if fresh and _json_round_trip(document) == document:
+        seen[key] = document
+        seen.save()
+    return config
+
+
+def _document(raw: object) -> Mapping[str, object]:
+    if not isinstance(raw, dict):
+        raise ValueError("not a remembered configuration document")
+    return cast(Mapping[str, object], raw)
+
+
+def _json_round_trip(document: Mapping[str, object]) -> object:
+    try:
+        return json.loads(json.dumps(document, allow_nan=False))
+    except (TypeError, ValueError):
+        return None
+
+
 def _load_config(
     request: ProveRequest, evidence: EvidenceSource, ev: Evidence
 ) -> tuple[Config | None, ConfigSource | None]:
@@ -113,7 +158,7 @@ def _load_config(
         except OSError as e:
             raise UsageError(f"cannot read --config {request.config_file}: {e.strerror}") from e
         digest = hashlib.sha256(data).hexdigest()
-        config = load_config(data, source=str(request.config_file), known_rules=known)
+        config = _checked_config(data, source=str(request.config_file), known=known)
         return config, ConfigSource(
             kind=ConfigSourceKind.FILE,
             path=str(request.config_file),
@@ -125,7 +170,7 @@ def _load_config(
         return None, None
     blob, data = found
     source = f"{request.config_path} (base {ev.base.commit[:12]})"
-    config = load_config(data, source=source, known_rules=known)
+    config = _checked_config(data, source=source, known=known)
     return config, ConfigSource(
         kind=ConfigSourceKind.BASE_TREE,
         path=request.config_path,
@@ -208,6 +253,8 @@ def _run_checks(
 ) -> _CleanRoom:
     """Resolve the image, then one fresh container per check; never raises for the
     clean room's own failures (they become fields of the result)."""
+    from gate.sandbox.interface import ImageError, SandboxError
+
     assert ev.proven_tree is not None  # noqa: S101 - caller checked
     tree = ev.proven_tree
     try:
@@ -257,6 +304,8 @@ def _run_concurrently(
     and removes its containers, no further check starts, and this returns once all
     workers have ended. Returns the finished results by config index and that failure.
     """
+    from gate.sandbox.interface import SandboxError
+
     cores = float(os.cpu_count() or 1)
     stop = threading.Event()
     running: dict[Future[CheckResult], tuple[int, float]] = {}
@@ -326,6 +375,23 @@ def _drain(
             done[i] = future.result()
         journal.append("check-ended", check=checks[i].name, error=str(error or "") or None)
     running.clear()
+
+
+def _shared(factory: Callable[[], Sandbox]) -> Callable[[], Sandbox]:
+    """`factory`, called once for the whole proof: the checks and every differential run
+    share one sandbox (one client, one daemon handshake) as concurrent checks already
+    share theirs. Still called only when something is about to run; a failure (no
+    daemon) is not remembered, so a later call tries again."""
+    lock = threading.Lock()
+    made: list[Sandbox] = []
+
+    def once() -> Sandbox:
+        with lock:
+            if not made:
+                made.append(factory())
+            return made[0]
+
+    return once
 
 
 def _ask_approval(
@@ -420,17 +486,26 @@ def prove(
         and ev.proven_tree is not None
         and result.decision is not Decision.DENY  # SPEC §3: DENY runs no untrusted code
     ):
+        from gate.differential import runs as differential_runs
+
         forged = _forged_reports(config, ev, evidence)
         digest = config_source.blob if config_source is not None else ""
         made: list[Sandbox] = []
 
-        def factory() -> Sandbox:
+        def make() -> Sandbox:
             made[:] = [sandbox(request.proof_id)]
             return made[0]
 
+        factory = _shared(make)  # one sandbox for the checks and every differential run
         try:
             pending = differential_runs.start(
-                config, ev, evidence, factory, journal, config_digest=digest, cache=cache_dir()
+                config,
+                ev,
+                evidence,
+                factory,
+                journal,
+                config_digest=digest,
+                cache=differential_runs.cache_dir(),
             )
             try:
                 room = _run_checks(config, ev, evidence, factory, journal)

@@ -355,9 +355,11 @@ def compare(
             regressions.append(tid)
         if h.get(tid) in (None, TestOutcome.SKIP):
             lost.append(tid)
-    base_prints = fingerprints(base_files)
-    head_prints = fingerprints(head_files)
-    lost, survived = _survivors(lost, b, h, base_prints, head_prints)
+    survived: list[str] = []
+    if lost:  # parsing every test file of both trees (seconds on a real suite) only then
+        base_prints = fingerprints(base_files)
+        head_prints = fingerprints(head_files)
+        lost, survived = _survivors(lost, b, h, base_prints, head_prints)
 
     if proving is not None:
         # fail-to-pass: fails or errors without the change (a module that does not even

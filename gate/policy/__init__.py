@@ -33,7 +33,7 @@ from gate.model import (
     Sha256,
     worst_decision,
 )
-from gate.policy.blast import Thresholds, blast_radius
+from gate.policy.blast import ImportCache, Thresholds, blast_radius
 from gate.policy.catalog import CATALOG
 from gate.policy.context import Context, Rule
 from gate.policy.manifests import is_build_time_path, wants_tree_file
@@ -201,6 +201,7 @@ def evaluate(
     tree_files: Mapping[bytes, bytes] | None = None,
     binary_files: Mapping[bytes, bytes] | None = None,
     base_files: Mapping[bytes, bytes] | None = None,
+    import_cache: ImportCache | None = None,
 ) -> PolicyResult:
     """Judge a change. Pure; total over any patch bytes.
 
@@ -220,6 +221,8 @@ def evaluate(
     contents in the base (`wants_base_file` selects them): `tests-skipped` then reads
     both copies with `ast` (import aliases, marker objects, raised skip exceptions)
     rather than line patterns. `thresholds` defaults to the spec's `policy.thresholds`.
+    `import_cache` (optional) holds the imports of files by git blob id, read and added
+    to by the blast radius (see `blast.ImportCache`); it changes no result.
 
     Raises:
         ValueError: unknown rule ids in `spec.rules` (see `validate_rule_ids`).
@@ -248,6 +251,7 @@ def evaluate(
         sensitive=sensitive,
         tree_files=tree_files,
         thresholds=thresholds,
+        import_cache=import_cache,
     )
     th = thresholds
     ctx = Context(

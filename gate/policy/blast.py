@@ -24,20 +24,36 @@ The import graph is static (`ast`, nothing is executed) over the Python files of
 proven tree the caller supplies; a module's name follows Python's package rule (walk up
 while the directory has an `__init__.py`). Without the tree the analyzer is recorded as
 not run and contributes 0. Neither score changes the verdict unless a threshold is set.
+
+Parsing is most of the cost (click's 77 modules: ~0.5 s), and a file's imports are a
+function of its bytes: the caller may pass an `ImportCache` keyed by the file's git blob
+id (`IMPORTS_VERSION` names the analysis), so only files whose blob was never seen are
+parsed, and a repeated proof of the same tree parses nothing (gate/policy_run.py keeps
+it in the per-user cache).
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import posixpath
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from gate.model import ChangeStatus, InventoryEntry, JsonDict, path_display
 
-__all__ = ["FORMULA_VERSION", "BlastRadius", "Thresholds", "blast_radius"]
+__all__ = [
+    "FORMULA_VERSION",
+    "IMPORTS_VERSION",
+    "BlastRadius",
+    "ImportCache",
+    "RawImport",
+    "Thresholds",
+    "blast_radius",
+    "blob_id",
+]
 
 FORMULA_VERSION = 1
 IMMEDIATE_WEIGHTS: Mapping[str, int] = {
@@ -99,6 +115,14 @@ def _runs_on_import(path: bytes) -> bool:
 # --- import graph ------------------------------------------------------------------
 
 RawImport = tuple[int, str, tuple[str, ...]]  # (level, module, imported names)
+# git blob id -> the file's imports, or None when it does not parse
+ImportCache = MutableMapping[str, tuple[RawImport, ...] | None]
+IMPORTS_VERSION = 1  # of `_parse_imports`: raise it when what it extracts changes
+
+
+def blob_id(data: bytes) -> str:
+    """The git blob id of `data` (what `git hash-object` prints)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
 _BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
@@ -117,9 +141,21 @@ def _statements(body: list[ast.stmt]) -> Iterator[ast.AST]:
                 stack.extend(inner)
 
 
+def _raw_imports(source: bytes, cache: ImportCache | None) -> tuple[RawImport, ...] | None:
+    """Imports of one file, or None when it does not parse: from `cache` by the file's
+    blob id when it holds them, else parsed (and added to it)."""
+    if cache is None:
+        return _parse_imports(source)
+    key = blob_id(source)
+    if key in cache:
+        return cache[key]
+    found = cache[key] = _parse_imports(source)
+    return found
+
+
 @lru_cache(maxsize=16384)
-def _raw_imports(source: bytes) -> tuple[RawImport, ...] | None:
-    """Imports of one file, or None when it does not parse. Cached by content."""
+def _parse_imports(source: bytes) -> tuple[RawImport, ...] | None:
+    """The one place a file is parsed (remembered by content within a process)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -179,7 +215,7 @@ def _target(name: str, known: frozenset[str]) -> str | None:
 
 
 def _import_graph(
-    changed: Sequence[bytes], tree_files: Mapping[bytes, bytes]
+    changed: Sequence[bytes], tree_files: Mapping[bytes, bytes], cache: ImportCache | None
 ) -> tuple[JsonDict, int, int]:
     py = sorted(p for p in tree_files if p.endswith(b".py"))
     package_dirs = frozenset(posixpath.dirname(p) for p in py if p.endswith(b"/__init__.py"))
@@ -194,7 +230,7 @@ def _import_graph(
     unparsed: list[bytes] = []
     for name, p in modules.items():
         src = tree_files[p]
-        raws = _raw_imports(src) if len(src) <= MAX_PARSE_BYTES else None
+        raws = _raw_imports(src, cache) if len(src) <= MAX_PARSE_BYTES else None
         if raws is None:
             unparsed.append(p)
             continue
@@ -241,6 +277,7 @@ def blast_radius(
     sensitive: Callable[[bytes], bool],
     tree_files: Mapping[bytes, bytes] | None,
     thresholds: Thresholds | None,
+    import_cache: ImportCache | None = None,
 ) -> BlastRadius:
     """Both scores with their inputs (see the module doc for the formulas)."""
     paths = [p for e in inventory for p in {e.path, e.old_path or e.path}]
@@ -281,7 +318,7 @@ def blast_radius(
         )
         direct = transitive = 0
     else:
-        graph, direct, transitive = _import_graph(py_changed, tree_files)
+        graph, direct, transitive = _import_graph(py_changed, tree_files, import_cache)
         analyzers.append(graph)
     analyzers.append(
         {

@@ -12,6 +12,7 @@ import posixpath
 import re
 from collections.abc import Iterator, Sequence
 
+from gate.lazyre import lazy
 from gate.model import ChangeStatus, InventoryEntry
 from gate.policy.context import Context, RawFinding, as_text, basename, dirs_of, paths_of
 from gate.policy.patch import FileDiff, HunkLine
@@ -63,7 +64,7 @@ _ECOSYSTEMS: dict[str, tuple[frozenset[bytes], frozenset[bytes]]] = {
 MIXED_MANIFESTS = frozenset(
     {b"pyproject.toml", b"package.json", b"Cargo.toml", b"composer.json", b"setup.cfg", b"tox.ini"}
 )
-_REQUIREMENTS = re.compile(rb"^(?:requirements|constraints)[\w.-]*\.(?:txt|in)$")
+_REQUIREMENTS = lazy(rb"^(?:requirements|constraints)[\w.-]*\.(?:txt|in)$")
 _PURE_MANIFESTS = frozenset({b"Pipfile", b"go.mod", b"Gemfile", b"environment.yml"})
 
 
@@ -93,9 +94,9 @@ def _is_pure_manifest(path: bytes) -> bool:
 
 # --- sections of structured manifests ----------------------------------------------
 
-_TOML_HEADER = re.compile(r"^\s*\[\[?\s*([^\[\]]+?)\s*\]\]?\s*(?:#.*)?$")
-_TOML_KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_.-]+)\s*=""")
-_JSON_KEY = re.compile(r'^\s*"((?:[^"\\]|\\.)*)"\s*:')
+_TOML_HEADER = lazy(r"^\s*\[\[?\s*([^\[\]]+?)\s*\]\]?\s*(?:#.*)?$")
+_TOML_KEY = lazy(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_.-]+)\s*=""")
+_JSON_KEY = lazy(r'^\s*"((?:[^"\\]|\\.)*)"\s*:')
 
 
 def indent(s: str) -> int:
@@ -172,17 +173,17 @@ def manifest_sections(
                 gone = []
 
 
-_PY_HOOK_SECTIONS = re.compile(
+_PY_HOOK_SECTIONS = lazy(
     r"^(?:build-system|project\.(?:scripts|gui-scripts|entry-points)|tool\.setuptools\.cmdclass"
     r"|tool\.hatch\.(?:build|metadata\.hooks)|tool\.pdm\.build|tool\.poetry\.(?:build|scripts|plugins)"
     r"|tool\.scikit-build|tool\.maturin|tool\.setuptools-rust|package\.build|package\.links"
     r"|scripts)(?:\.|$)|(?:^|\.)(?:hooks?|cmdclass)(?:\.|$)"
 )
-_NPM_LIFECYCLE = re.compile(
+_NPM_LIFECYCLE = lazy(
     r'^\s*"(?:pre|post)?(?:install|uninstall|prepare|prepublish|prepublishOnly|publish|pack|'
     r'test|build|start|restart|stop|version|dependencies)"\s*:'
 )
-_DEP_SECTIONS = re.compile(
+_DEP_SECTIONS = lazy(
     r"^(?:project\.(?:dependencies|optional-dependencies)|dependency-groups|build-system\.requires"
     r"|tool\.poetry\.(?:dependencies|dev-dependencies|group|source)|tool\.pdm\.dev-dependencies"
     r"|tool\.uv|tool\.pixi\.(?:dependencies|pypi-dependencies)"
@@ -192,14 +193,14 @@ _DEP_SECTIONS = re.compile(
 )
 # setup.cfg / tox.ini (INI): only the sections that run or install something.
 _INI_HOOK_SECTIONS: dict[bytes, re.Pattern[str]] = {
-    b"setup.cfg": re.compile(r"^options\.(?:entry_points|cmdclass|setup_requires)(?:\.|$)"),
-    b"tox.ini": re.compile(r"^(?:tox|testenv)"),  # tox runs these commands in CI
+    b"setup.cfg": lazy(r"^options\.(?:entry_points|cmdclass|setup_requires)(?:\.|$)"),
+    b"tox.ini": lazy(r"^(?:tox|testenv)"),  # tox runs these commands in CI
 }
 _INI_DEP_SECTIONS: dict[bytes, re.Pattern[str]] = {
-    b"setup.cfg": re.compile(
+    b"setup.cfg": lazy(
         r"^options\.(?:install_requires|setup_requires|tests_require|extras_require)(?:\.|$)"
     ),
-    b"tox.ini": re.compile(r"^(?:tox|testenv[^.]*)\.(?:deps|requires)(?:\.|$)"),
+    b"tox.ini": lazy(r"^(?:tox|testenv[^.]*)\.(?:deps|requires)(?:\.|$)"),
 }
 
 

@@ -11,20 +11,17 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+from gate.lazyre import lazy
 from gate.model import InventoryEntry
 from gate.policy.context import Context, as_text
 from gate.policy.patch import FileDiff
 
 __all__ = ["describe_pins", "describe_requirements", "pins_suffix"]
 
-_USES = re.compile(
-    r"""^\s*(?:-\s*)?uses:\s*["']?([^@\s"']+)@([^\s"'#]+)["']?\s*(?:#\s*(.*?))?\s*$"""
-)
-_REPO = re.compile(r"""^\s*(?:-\s*)?repo:\s*["']?([^\s"'#]+)""")
-_REV = re.compile(
-    r"""^\s*(?:-\s*)?rev:\s*["']?([^\s"'#]+)["']?\s*(?:#\s*(?:frozen:\s*)?(.*?))?\s*$"""
-)
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+_USES = lazy(r"""^\s*(?:-\s*)?uses:\s*["']?([^@\s"']+)@([^\s"'#]+)["']?\s*(?:#\s*(.*?))?\s*$""")
+_REPO = lazy(r"""^\s*(?:-\s*)?repo:\s*["']?([^\s"'#]+)""")
+_REV = lazy(r"""^\s*(?:-\s*)?rev:\s*["']?([^\s"'#]+)["']?\s*(?:#\s*(?:frozen:\s*)?(.*?))?\s*$""")
+_HEX40 = lazy(r"^[0-9a-f]{40}$")
 LIST_CAP = 10
 
 
@@ -80,7 +77,7 @@ def describe_pins(diff: FileDiff) -> str | None:
 
 
 # `name[extras] <spec>` in requirements files, or as a quoted string in a TOML array
-_REQUIREMENT = re.compile(
+_REQUIREMENT = lazy(
     r"""^\s*["']?([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*((?:===|==|!=|<=|>=|~=|<|>)[^"';#\\]*?)?"""
     r"""\s*(;[^#]*?)?["']?\s*,?\s*\\?\s*(?:#.*)?$"""
 )

@@ -12,6 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 
+from gate.lazyre import lazy
 from gate.policy.context import Context, RawFinding, as_text, text_diffs
 
 __all__ = [
@@ -25,23 +26,23 @@ __all__ = [
 
 # --- secrets -----------------------------------------------------------------------
 
-_PEM_BEGIN = re.compile(rb"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY(?: BLOCK)?-----")
-_B64_RUN = re.compile(rb"[A-Za-z0-9+/=]{40,}")
+_PEM_BEGIN = lazy(rb"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY(?: BLOCK)?-----")
+_B64_RUN = lazy(rb"[A-Za-z0-9+/=]{40,}")
 _TOKENS: tuple[tuple[str, re.Pattern[bytes]], ...] = (
-    ("GitHub token", re.compile(rb"\b(gh[pousr]_[A-Za-z0-9]{36,255})\b")),
-    ("GitHub fine-grained token", re.compile(rb"\b(github_pat_[A-Za-z0-9_]{22,255})\b")),
-    ("AWS access key id", re.compile(rb"\b((?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16})\b")),
-    ("Slack token", re.compile(rb"\b(xox[abprse]-[A-Za-z0-9-]{10,250})\b")),
-    ("Google API key", re.compile(rb"\b(AIza[0-9A-Za-z_\-]{35})")),
-    ("Stripe live key", re.compile(rb"\b((?:sk|rk)_live_[0-9A-Za-z]{16,247})\b")),
-    ("GitLab token", re.compile(rb"\b(glpat-[0-9A-Za-z_\-]{20,})")),
-    ("npm token", re.compile(rb"\b(npm_[A-Za-z0-9]{36})\b")),
-    ("PyPI token", re.compile(rb"\b(pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,})")),
-    ("Anthropic API key", re.compile(rb"\b(sk-ant-[A-Za-z0-9_\-]{32,})")),
-    ("OpenAI API key", re.compile(rb"\b(sk-(?:proj-)?[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20})\b")),
+    ("GitHub token", lazy(rb"\b(gh[pousr]_[A-Za-z0-9]{36,255})\b")),
+    ("GitHub fine-grained token", lazy(rb"\b(github_pat_[A-Za-z0-9_]{22,255})\b")),
+    ("AWS access key id", lazy(rb"\b((?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16})\b")),
+    ("Slack token", lazy(rb"\b(xox[abprse]-[A-Za-z0-9-]{10,250})\b")),
+    ("Google API key", lazy(rb"\b(AIza[0-9A-Za-z_\-]{35})")),
+    ("Stripe live key", lazy(rb"\b((?:sk|rk)_live_[0-9A-Za-z]{16,247})\b")),
+    ("GitLab token", lazy(rb"\b(glpat-[0-9A-Za-z_\-]{20,})")),
+    ("npm token", lazy(rb"\b(npm_[A-Za-z0-9]{36})\b")),
+    ("PyPI token", lazy(rb"\b(pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,})")),
+    ("Anthropic API key", lazy(rb"\b(sk-ant-[A-Za-z0-9_\-]{32,})")),
+    ("OpenAI API key", lazy(rb"\b(sk-(?:proj-)?[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20})\b")),
 )
 # NAME = "value" / NAME: value / "name": "value" where NAME ends in a secret-ish word.
-_ASSIGN = re.compile(
+_ASSIGN = lazy(
     rb"""(?i)([A-Za-z0-9_.-]*(?:token|secret|passwd|password|pwd|api_?key|access_?key|"""
     rb"""private_?key|auth_?key|_key|credentials?))["']?\s*(?::=|=>|=|:)\s*[rbuf]?["'`]?"""
     rb"""([A-Za-z0-9+/=_\-.~]{20,})(?:["'`\s,;)]|$)"""
@@ -75,8 +76,8 @@ MAX_BINARY_SCAN_BYTES = 1 << 20
 
 # Text saved as UTF-16 (each ASCII character beside a NUL byte) is binary to git and
 # matches no ASCII pattern: such runs are read as the ASCII they spell.
-_UTF16_LE = re.compile(rb"(?:[\t\n\r\x20-\x7e]\x00){4,}")
-_UTF16_BE = re.compile(rb"(?:\x00[\t\n\r\x20-\x7e]){4,}")
+_UTF16_LE = lazy(rb"(?:[\t\n\r\x20-\x7e]\x00){4,}")
+_UTF16_BE = lazy(rb"(?:\x00[\t\n\r\x20-\x7e]){4,}")
 
 
 def _as_ascii(data: bytes) -> bytes:

@@ -18,6 +18,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 
+from gate.lazyre import lazy
 from gate.model import ChangeStatus
 from gate.policy.context import Context, RawFinding, as_text, basename, paths_of, text_diffs
 from gate.policy.manifests import describe_line, indent, manifest_sections
@@ -103,11 +104,9 @@ _TOOL_MODULES = frozenset(
 )
 # A top-level module file: `X.py`, a sourceless `X.pyc`, `X.pyw`, or an extension module
 # `X.so` / `X.<abi tag>.so` / `X.pyd`. `X/__init__.<same>` makes package X.
-_MODULE_FILE = re.compile(
-    rb"^([A-Za-z_][A-Za-z0-9_]*)(?:\.py[cw]?|(?:\.[A-Za-z0-9_-]+)?\.(?:so|pyd))$"
-)
+_MODULE_FILE = lazy(rb"^([A-Za-z_][A-Za-z0-9_]*)(?:\.py[cw]?|(?:\.[A-Za-z0-9_-]+)?\.(?:so|pyd))$")
 
-_IDENTIFIER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+_IDENTIFIER = lazy(rb"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def shadowed_module(name: bytes) -> str | None:
@@ -209,7 +208,7 @@ def check_module_shadowing(ctx: Context) -> Iterator[RawFinding]:
                     yield f
 
 
-_TEST_DEF = re.compile(
+_TEST_DEF = lazy(
     rb"^\s*(?:(?:async\s+)?def\s+(test\w*)|class\s+(Test\w*)|func\s+(Test\w*)"
     rb"|(?:it|test|describe)\s*\(\s*[\"'`]([^\"'`]*))"
 )
@@ -263,7 +262,7 @@ def check_tests_deleted(ctx: Context) -> Iterator[RawFinding]:
             )
 
 
-_SKIP_MARKERS = re.compile(
+_SKIP_MARKERS = lazy(
     rb"(pytest\.mark\.(?:skip|skipif|xfail)\b|pytest\.(?:skip|xfail|exit)\s*\(|unittest\.skip\w*"
     rb"|@skip(?:If|Unless)?\b|\bskipTest\s*\(|expectedFailure|\b(?:it|test|describe|context)\."
     rb"(?:skip|todo)\s*\(|\bx(?:it|test|describe)\s*\(|\bt\.Skip(?:f|Now)?\s*\(|#\[ignore\]"
@@ -280,8 +279,8 @@ _PYTEST_CONFIG = frozenset(
         b"pyproject.toml",
     }
 )
-_DESELECT = re.compile(rb"(--deselect\b|--ignore(?:-glob)?[= ]|(?:^|\s)-k[= ]\S*\bnot\b)")
-_DEF_LINE = re.compile(
+_DESELECT = lazy(rb"(--deselect\b|--ignore(?:-glob)?[= ]|(?:^|\s)-k[= ]\S*\bnot\b)")
+_DEF_LINE = lazy(
     rb"^\s*(?:(?:async\s+)?def\s|class\s|func\s|fn\s|(?:it|test|describe)\s*\(|"
     rb"(?:public\s+)?(?:void|fun)\s)"
 )
@@ -304,15 +303,15 @@ def _skips_new_test(hunk: tuple[HunkLine, ...], i: int) -> bool:
     return False
 
 
-_MODULE_ASSIGN = re.compile(rb"^[A-Za-z_]\w*\s*(?::[^=]*)?=[^=]")
+_MODULE_ASSIGN = lazy(rb"^[A-Za-z_]\w*\s*(?::[^=]*)?=[^=]")
 # Collection switched off without a skip marker: `__test__ = False` (module, class or an
 # attribute of another object, or via setattr) and conftest's `collect_ignore[_glob]`.
 # Any mention counts except `__test__ = True` and comparisons.
-_NOT_COLLECTED = re.compile(
+_NOT_COLLECTED = lazy(
     rb"(\b__test__\b(?!['\"]?\s*(?::[^=]*)?=\s*True\b)(?!['\"]?\s*[=!]=)"
     rb"|\bcollect_ignore(?:_glob)?\b)"
 )
-_FOREIGN_TEST_FLAG = re.compile(rb"(?:\.\s*__test__\b|setattr\s*\(.*['\"]__test__['\"])")
+_FOREIGN_TEST_FLAG = lazy(rb"(?:\.\s*__test__\b|setattr\s*\(.*['\"]__test__['\"])")
 
 
 def _in_new_class(hunk: tuple[HunkLine, ...], i: int) -> bool:
@@ -429,9 +428,9 @@ def check_tests_skipped(ctx: Context) -> Iterator[RawFinding]:
 # `test-config-changed`, not a plugin added.
 # Any mention, not only `pytest_plugins = ...`: `globals()["pytest_plugins"] = [...]`,
 # `setattr(module, "pytest_plugins", ...)` and `from x import pytest_plugins` bind it too.
-_PLUGINS_ASSIGN = re.compile(rb"\bpytest_plugins\b")
-_PLUGIN_OPT = re.compile(rb"(?:^|[\s\"'=,\[])-p[\s=]*(?![\s=]*no:)([A-Za-z_][\w.:-]*)")
-_PLUGIN_ENV = re.compile(rb"\b(PYTEST_PLUGINS|PYTEST_ADDOPTS)\b")
+_PLUGINS_ASSIGN = lazy(rb"\bpytest_plugins\b")
+_PLUGIN_OPT = lazy(rb"(?:^|[\s\"'=,\[])-p[\s=]*(?![\s=]*no:)([A-Za-z_][\w.:-]*)")
+_PLUGIN_ENV = lazy(rb"\b(PYTEST_PLUGINS|PYTEST_ADDOPTS)\b")
 
 
 def check_test_plugin(ctx: Context) -> Iterator[RawFinding]:
@@ -465,9 +464,9 @@ def check_test_plugin(ctx: Context) -> Iterator[RawFinding]:
 # run or how their outcome is counted, so any change is held.
 _PYTEST_FILES = frozenset({b"pytest.ini", b".pytest.ini", b"pytest.toml", b".pytest.toml"})
 _PYTEST_SECTIONS: dict[bytes, re.Pattern[str]] = {
-    b"pyproject.toml": re.compile(r"^tool\.pytest(?:\.|$)"),  # ini_options, and pytest 9's table
-    b"setup.cfg": re.compile(r"^tool:pytest(?:\.|$)"),
-    b"tox.ini": re.compile(r"^pytest(?:\.|$)"),
+    b"pyproject.toml": lazy(r"^tool\.pytest(?:\.|$)"),  # ini_options, and pytest 9's table
+    b"setup.cfg": lazy(r"^tool:pytest(?:\.|$)"),
+    b"tox.ini": lazy(r"^pytest(?:\.|$)"),
 }
 
 
@@ -497,7 +496,7 @@ def check_test_config(ctx: Context) -> Iterator[RawFinding]:
                 yield RawFinding(e.path, f.message, f.line)
 
 
-_ASSERTION = re.compile(
+_ASSERTION = lazy(
     rb"^\s*(?:assert\b|self\.assert\w*\s*\(|self\.fail\w*\s*\(|expect\s*\(|assert\.\w+\s*\("
     rb"|(?:require|assert)\.\w+\(\s*t\b|t\.(?:Error|Fatal)f?\s*\(|assert_\w*!?\s*\(|with\s+pytest"
     rb"\.raises\b|pytest\.raises\s*\()"
