@@ -125,7 +125,7 @@ def key(
     inputs: str,
     overrides: UnsafeOverrides | None = None,
     *,
-    recorded: bool,
+    recorded: bool = False,
 ) -> str:
     """Everything the setup phase's result can depend on (docs/performance.md):
     `overrides` are the egress broker's test-only overrides the sandbox applies, and

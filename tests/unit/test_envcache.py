@@ -69,6 +69,8 @@ def test_the_key_covers_what_setup_depends_on(change: dict[str, object]) -> None
     assert envcache.key(_check(), IMAGE, "e") != base
     assert envcache.key(_check(), dataclasses.replace(IMAGE, id="sha256:" + "2" * 64), "d") != base
     assert envcache.key(_check(memory=1 << 30), IMAGE, "d") == base
+    # an entry that carries the record of what setup changed (SPEC §3.2) is another key
+    assert envcache.key(_check(), IMAGE, "d", recorded=True) != base
 
 
 def _config(inputs: str) -> bytes:
