@@ -30,16 +30,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.pintags import FixturePins
 from gate.config import DEFAULT_CONFIG_PATH, load_config
 from gate.git.repo import GitRepository
 from gate.model import Decision, PolicySpec
-from gate.policy_run import judge_policy
-
-try:  # the pin oracle arrives with verified pin bumps; older trees replay without it
-    from gate.policy.pinverify import FixturePins, PinOracle
-except ImportError:  # pragma: no cover
-    FixturePins = None  # type: ignore[assignment,misc]
-    PinOracle = None  # type: ignore[assignment,misc]
+from gate.policy_run import TagOracle, judge_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PINS = ROOT / "benchmarks" / "fixtures" / "pin-tags.json"
@@ -65,7 +60,9 @@ def _spec_at(evidence: GitRepository, commit: str) -> PolicySpec:
     return load_config(found[1], source=DEFAULT_CONFIG_PATH).policy
 
 
-def replay_project(repo: Path, n: int, rev: str, pins: Any | None, examples: int) -> dict[str, Any]:
+def replay_project(
+    repo: Path, n: int, rev: str, pins: TagOracle | None, examples: int
+) -> dict[str, Any]:
     commits = git(repo, "rev-list", "--first-parent", f"-n{n}", rev).decode().split()
     evidence = GitRepository(repo)
     runs: list[dict[str, Any]] = []
@@ -78,8 +75,7 @@ def replay_project(repo: Path, n: int, rev: str, pins: Any | None, examples: int
             ev = evidence.capture(parents[0], c)
             spec = _spec_at(evidence, parents[0])
             t1 = time.perf_counter()
-            kwargs: dict[str, Any] = {"pins": pins} if pins is not None else {}
-            result = judge_policy(evidence, ev, spec, config_path=DEFAULT_CONFIG_PATH, **kwargs)
+            result = judge_policy(evidence, ev, spec, config_path=DEFAULT_CONFIG_PATH, tags=pins)
             t_policy += time.perf_counter() - t1
             holding = sorted({f.rule for f in result.findings if f.decision is not Decision.ALLOW})
             allowed = sorted({f.rule for f in result.findings if f.decision is Decision.ALLOW})
@@ -245,8 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.repos:
         ap.error("name at least one repository")
-    pins = None
-    if not args.no_pins and FixturePins is not None and args.pins.exists():
+    pins: TagOracle | None = None
+    if not args.no_pins:
         pins = FixturePins.load(args.pins)
     t0 = time.perf_counter()
     records = [replay_project(r, args.n, args.rev, pins, args.examples) for r in args.repos]

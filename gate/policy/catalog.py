@@ -22,6 +22,7 @@ from gate.policy.paths import (
     check_gate_config,
     check_git_plumbing,
     check_new_executable,
+    check_pin_bump_verified,
     check_plugin_metadata,
     check_symlink,
     glob_rule,
@@ -76,6 +77,9 @@ CATALOG: tuple[tuple[Rule, Check], ...] = (
           "the gate's own config changed; it takes effect only after merge", check_gate_config),
     _rule("ci-workflow-changed", H,
           "CI workflows and actions run with secrets and tokens outside the clean room", check_ci),
+    _rule("pin-bump-verified", A,
+          "only pins moved, each to a newer released tag of the same upstream (the tags "
+          "looked up on GitHub)", check_pin_bump_verified),
     _rule("build-hook-changed", H,
           "code that runs at install/build/test time changed", check_build_hook),
     _rule("module-shadowing", H,

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from gate.model import ChangeStatus, InventoryEntry
 from gate.policy.context import Context, RawFinding, as_text, basename, dirs_of, paths_of
 from gate.policy.patch import FileDiff, HunkLine
-from gate.policy.paths import is_build_file
+from gate.policy.paths import is_build_file, pin_hold_note
 from gate.policy.pins import describe_requirements, pins_suffix
 
 __all__ = [
@@ -230,10 +230,16 @@ def describe_line(ln: HunkLine, section: str | None, what: str) -> RawFinding:
 def wants_tree_file(path: bytes) -> bool:
     """Files of the proven tree the policy reads when given (`evaluate(tree_files=...)`).
 
-    Python sources (import graph), structured manifests (sections of changed lines) and
-    lockfiles (only their existence matters: an empty value is enough).
+    Python sources (import graph), structured manifests (sections of changed lines),
+    lockfiles (only their existence matters: an empty value is enough) and
+    `.pre-commit-config.yaml` (which hook repository a moved `rev:` belongs to).
     """
-    return path.endswith(b".py") or basename(path) in MIXED_MANIFESTS or is_lockfile(path)
+    return (
+        path.endswith(b".py")
+        or basename(path) in MIXED_MANIFESTS
+        or is_lockfile(path)
+        or basename(path) == b".pre-commit-config.yaml"  # the `repo:` of a moved `rev:`
+    )
 
 
 def is_build_time_path(path: bytes) -> bool:
@@ -243,9 +249,10 @@ def is_build_time_path(path: bytes) -> bool:
 
 def check_build_hook(ctx: Context) -> Iterator[RawFinding]:
     for e in ctx.inventory:
+        note = pin_hold_note(ctx, e)
         for p in paths_of(e):
-            if is_build_file(p):
-                tail = pins_suffix(ctx, e, p)
+            if is_build_file(p) and note != "":
+                tail = pins_suffix(ctx, e, p) + (note or "")
                 yield RawFinding(p, f"build/install-time file {e.status.value}{tail}")
         b = basename(e.path)
         if b in MIXED_MANIFESTS and e.status is not ChangeStatus.DELETED:

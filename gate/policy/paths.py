@@ -30,6 +30,7 @@ from pathspec import GitIgnoreSpec
 from gate.model import ChangeStatus, InventoryEntry, PolicySpec
 from gate.policy.context import Check, Context, RawFinding, as_text, basename, dirs_of, paths_of
 from gate.policy.patch import path_text
+from gate.policy.pinbump import pin_status
 from gate.policy.pins import pins_suffix
 
 __all__ = [
@@ -243,12 +244,37 @@ def check_gate_config(ctx: Context) -> Iterator[RawFinding]:
                 )
 
 
+def pin_hold_note(ctx: Context, entry: InventoryEntry) -> str | None:
+    """ "" for a verified pin bump (`pin-bump-verified` records it; nothing else holds
+    the file), `; not verified: WHY` for a change that moves pins, None otherwise."""
+    pins = pin_status(ctx, entry, ci=is_ci_path(entry.path))
+    if pins is None:
+        return None
+    return "" if pins[1] is None else f"; not verified: {pins[1]}"
+
+
 def check_ci(ctx: Context) -> Iterator[RawFinding]:
     for e in ctx.inventory:
+        note = pin_hold_note(ctx, e)
+        if note == "":
+            continue
         for p in paths_of(e):
             if is_ci_path(p):
-                tail = pins_suffix(ctx, e, p)
+                tail = pins_suffix(ctx, e, p) + (note or "")
                 yield RawFinding(p, f"CI workflow or action file {e.status.value}{tail}")
+
+
+def check_pin_bump_verified(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        pins = pin_status(ctx, e, ci=is_ci_path(e.path))
+        if pins is None or pins[1] is not None:
+            continue
+        moved = "; ".join(m.describe() for m in pins[0])
+        yield RawFinding(
+            e.path,
+            f"pins moved to newer released tags of the same upstream, each SHA that tag's "
+            f"commit (looked up on GitHub); nothing else changed: {moved}",
+        )
 
 
 def check_git_plumbing(ctx: Context) -> Iterator[RawFinding]:

@@ -324,7 +324,8 @@ _PRECOMMIT = (
             _WORKFLOW.format(_NEW_PIN, "v4.3.0"),
             "ci-workflow-changed",
             "CI workflow or action file modified: pins moved: actions/checkout "
-            "11bd71...(v4.2.2) → 08eba0...(v4.3.0); nothing else changed",
+            "11bd71...(v4.2.2) → 08eba0...(v4.3.0); nothing else changed; not verified: "
+            "tag look-ups need the GitHub API, which only the Action has (a local run)",
             id="action-bump",
         ),
         pytest.param(
@@ -333,7 +334,7 @@ _PRECOMMIT = (
             _PRECOMMIT.format("v0.8.0").replace("id: ruff", "id: ruff-format"),
             "build-hook-changed",
             "build/install-time file modified: pins moved: astral-sh/ruff-pre-commit "
-            "v0.7.1 → v0.8.0; and 2 other changed line(s)",
+            "v0.7.1 → v0.8.0; and 2 other changed line(s); not verified: line 5 is not a pin",
             id="pre-commit-autoupdate-and-more",
         ),
         pytest.param(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gate.model import Budgets, ChangeStatus, Decision, InventoryEntry, PolicySpec
-from gate.policy import RULES, Thresholds, evaluate
+from gate.policy import RULES, PinTags, TagAnswer, Thresholds, evaluate
 from gate.policy.testing import shadowed_module
 
 _STATUS = {
@@ -87,6 +87,7 @@ def judge(
     *,
     tree_files: Mapping[bytes, bytes] | None = None,
     thresholds: Thresholds | None = None,
+    pin_tags: PinTags | None = None,
 ) -> tuple[Decision, set[str], tuple[str, ...]]:
     r = evaluate(
         [c.entry for c in changes],
@@ -94,6 +95,7 @@ def judge(
         spec or PolicySpec(),
         tree_files=tree_files,
         thresholds=thresholds,
+        pin_tags=pin_tags,
     )
     return r.decision, {f.rule for f in r.findings}, tuple(f.message for f in r.findings)
 
@@ -112,9 +114,21 @@ class Case:
     spec: PolicySpec = field(default_factory=PolicySpec)
     tree_files: Mapping[bytes, bytes] | None = None
     thresholds: Thresholds | None = None
+    pin_tags: PinTags | None = None
 
 
 A, H, D = Decision.ALLOW, Decision.HOLD, Decision.DENY
+_ACTION_BUMP = chg(
+    ".github/workflows/ci.yml",
+    deleted=["      - uses: actions/checkout@" + "1" * 40 + " # v4.2.2"],
+    added=["      - uses: actions/checkout@" + "2" * 40 + " # v4.3.0"],
+)
+_CHECKOUT_TAGS = PinTags(
+    answers={
+        ("actions/checkout", "v4.2.2"): TagAnswer(exists=True, commit="1" * 40),
+        ("actions/checkout", "v4.3.0"): TagAnswer(exists=True, commit="2" * 40),
+    }
+)
 
 CASES: dict[str, Case] = {
     # gate-config-changed
@@ -146,6 +160,11 @@ CASES: dict[str, Case] = {
     "docs-about-workflows": Case(
         (chg("docs/workflows/ci.md", added=["text"]),), "ci-workflow-changed", False, A
     ),
+    # pin-bump-verified: the upstream's tags, looked up, name exactly these commits
+    "action-bump-verified": Case(
+        (_ACTION_BUMP,), "pin-bump-verified", True, A, pin_tags=_CHECKOUT_TAGS
+    ),
+    "action-bump-unverified-locally": Case((_ACTION_BUMP,), "pin-bump-verified", False, H),
     # build-hook-changed
     "setup-py": Case((chg("setup.py", added=["import os"]),), "build-hook-changed", True, H),
     "nested-conftest": Case(
@@ -1042,7 +1061,11 @@ CASES: dict[str, Case] = {
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_rule_case(case: Case) -> None:
     decision, rules, messages = judge(
-        case.changes, case.spec, tree_files=case.tree_files, thresholds=case.thresholds
+        case.changes,
+        case.spec,
+        tree_files=case.tree_files,
+        thresholds=case.thresholds,
+        pin_tags=case.pin_tags,
     )
     assert (case.rule in rules) is case.hit, messages
     assert decision is case.decision, messages
