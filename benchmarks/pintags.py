@@ -8,9 +8,9 @@ the GitHub API's answers ("tag v4.3.0 of actions/checkout is commit 08eba0...") 
   their commits (`git for-each-ref refs/tags`) — the upstream's own word;
 - a third-party action or hook repository (no local copy): the pairs the projects'
   update bots wrote into their history — `uses: owner/repo@<sha> # vX.Y.Z` and
-  `rev: <sha>  # frozen: vX.Y.Z` (tag and commit), `rev: vX.Y.Z` (the tag exists, its
-  commit unrecorded) — over every commit of every fetched repository. A tag seen with
-  two different commits is dropped (a moved tag or a fork's commit: the replay then
+  `rev: <sha>  # frozen: vX.Y.Z` (tag and commit), `uses: owner/repo@vX.Y.Z` and
+  `rev: vX.Y.Z` (the tag exists, its commit unrecorded) — over every commit of every
+  fetched repository. A tag seen with two different commits is dropped (a moved tag or a fork's commit: the replay then
   holds it, as the Action would if GitHub disagreed). Each pair records how many
   commits and projects wrote it.
 
@@ -37,7 +37,7 @@ __all__ = ["FixturePins", "build", "main"]
 
 _USES = re.compile(
     r"""^[+ -]?\s*(?:-\s*)?uses:\s*["']?([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)(?:/[^@\s"']*)?@"""
-    r"""([0-9a-f]{40})["']?\s*#\s*(v?\d[\w.-]*)\s*$"""
+    r"""(?:([0-9a-f]{40})["']?\s*#\s*(v?\d[\w.-]*)|(v?\d[\w.-]*)["']?)\s*(?:#.*)?$"""
 )
 _REPO = re.compile(
     r"""^[+ -]?\s*(?:-\s*)?repo:\s*["']?https://github\.com/([^\s"'#]+?)(?:\.git)?/?["']?\s*$"""
@@ -83,8 +83,9 @@ def build(repos: list[Path]) -> dict[str, object]:
                 hook_repo = None
             m = _USES.match(line)
             if m:
-                key = (m.group(1).lower(), m.group(3))
-                seen[key][m.group(2)].add(project)
+                tag = m.group(3) or m.group(4)
+                key = (m.group(1).lower(), tag)
+                seen[key][m.group(2)].add(project)  # None: a tag ref, its commit unrecorded
                 commits[key].add(commit)
                 continue
             r = _REPO.match(line)

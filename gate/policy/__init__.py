@@ -77,7 +77,8 @@ __all__ = [
 #    thresholds come from the spec; symlink chains resolve against the tree;
 #    test-config-changed ignores marker registrations.
 # 4: pin-bump-verified (a pins-only move to a newer released tag, looked up, is not held
-#    by ci-workflow-changed / build-hook-changed).
+#    by ci-workflow-changed / build-hook-changed); dependency-changed holds a requirements
+#    file only when a check or the project's packaging reads it.
 CATALOG_VERSION: Final[str] = "4"
 DEFAULT_CONFIG_PATH: Final[str] = ".github/proofgate.yml"
 
@@ -130,6 +131,7 @@ def fingerprint(
         "thresholds": _thresholds(spec, thresholds).to_dict(),
         "config_path": config_path,
         **({"egress": {name: list(hosts) for name, hosts in spec.egress}} if spec.egress else {}),
+        **({"commands": list(spec.commands)} if spec.commands else {}),
     }
     return Sha256(hashlib.sha256(canonical_json(doc)).hexdigest())
 

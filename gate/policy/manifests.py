@@ -27,7 +27,9 @@ __all__ = [
     "indent",
     "is_build_time_path",
     "is_lockfile",
+    "is_requirements_file",
     "manifest_sections",
+    "requirements_read",
     "wants_tree_file",
 ]
 
@@ -86,9 +88,73 @@ def is_lockfile(path: bytes) -> bool:
 
 
 def _is_pure_manifest(path: bytes) -> bool:
+    return basename(path) in _PURE_MANIFESTS or is_requirements_file(path)
+
+
+def is_requirements_file(path: bytes) -> bool:
+    """pip's requirements and constraints files (and pip-compile's `.in` inputs)."""
     b = basename(path)
     in_req_dir = b"requirements" in dirs_of(path) and b.endswith((b".txt", b".in"))
-    return b in _PURE_MANIFESTS or bool(_REQUIREMENTS.match(b)) or in_req_dir
+    return bool(_REQUIREMENTS.match(b)) or in_req_dir
+
+
+# --- who reads a requirements file -------------------------------------------------
+
+# A requirements file is only a list of names until something installs from it. The
+# policy counts it as a dependency manifest when it can see a reader: a configured check
+# command that names it; the project's packaging (an install of the project reads
+# pyproject.toml / setup.cfg / setup.py, which may take dependencies from it); tox or
+# nox configuration that names it, when a check runs tox or nox; another requirements
+# file that is read and includes it (`-r`, `-c`). A check command that runs something
+# the policy cannot read (make, just, a shell script) counts every requirements file.
+_PACKAGING_FILES = frozenset({b"pyproject.toml", b"setup.cfg", b"setup.py"})
+_RUNNER_FILES: dict[bytes, re.Pattern[str]] = {
+    b"tox.ini": re.compile(r"\btox\b"),
+    b"noxfile.py": re.compile(r"\bnox\b"),
+}
+_OPAQUE_RUNNER = re.compile(r"(?:^|[\s;&|(])(?:make|just|task|invoke|bash|sh|\./\S+|\S+\.sh)\b")
+_INCLUDE = re.compile(rb"^\s*(?:-r|-c|--requirement|--constraint)[\s=]+(\S+)", re.MULTILINE)
+
+
+def _mentions(text: bytes, path: bytes) -> bool:
+    return path in text or basename(path) in text
+
+
+def requirements_read(ctx: Context, path: bytes) -> bool:
+    """Whether anything the policy can see installs from the requirements file `path`
+    (see above); True when the proven tree's files are not at hand."""
+    if ctx.tree_files is None:
+        return True
+    commands = [c.encode("utf-8", "surrogateescape") for c in ctx.spec.commands]
+    if any(_OPAQUE_RUNNER.search(c.decode("utf-8", "replace")) for c in commands):
+        return True
+    readers: list[bytes] = [*commands]
+    for p, content in ctx.tree_files.items():
+        b = basename(p)
+        runner = _RUNNER_FILES.get(b)
+        if b in _PACKAGING_FILES or (
+            runner is not None and any(runner.search(as_text(c)) for c in commands)
+        ):
+            readers.append(content)
+    if any(_mentions(r, path) for r in readers):
+        return True
+    # included by a requirements file that is itself read
+    read = {
+        p
+        for p in ctx.tree_files
+        if is_requirements_file(p) and p != path and any(_mentions(r, p) for r in readers)
+    }
+    seen: set[bytes] = set()
+    while read:
+        p = read.pop()
+        seen.add(p)
+        for m in _INCLUDE.finditer(ctx.tree_files.get(p, b"")):
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(p), m.group(1)))
+            if target == path:
+                return True
+            if target in ctx.tree_files and target not in seen:
+                read.add(target)
+    return False
 
 
 # --- sections of structured manifests ----------------------------------------------
@@ -232,13 +298,15 @@ def wants_tree_file(path: bytes) -> bool:
 
     Python sources (import graph), structured manifests (sections of changed lines),
     lockfiles (only their existence matters: an empty value is enough) and
-    `.pre-commit-config.yaml` (which hook repository a moved `rev:` belongs to).
+    `.pre-commit-config.yaml` (which hook repository a moved `rev:` belongs to) and
+    requirements files (which one includes which: `requirements_read`).
     """
     return (
         path.endswith(b".py")
         or basename(path) in MIXED_MANIFESTS
         or is_lockfile(path)
         or basename(path) == b".pre-commit-config.yaml"  # the `repo:` of a moved `rev:`
+        or is_requirements_file(path)  # which requirements files include which
     )
 
 
@@ -279,6 +347,10 @@ def _dependency_entries(ctx: Context) -> Iterator[tuple[InventoryEntry, str]]:
         if is_lockfile(e.path):
             yield e, f"lockfile {e.status.value}"
         elif _is_pure_manifest(e.path):
+            if is_requirements_file(e.path) and not any(
+                requirements_read(ctx, p) for p in paths_of(e)
+            ):
+                continue  # no check installs from it and nothing includes it
             yield e, f"dependency manifest {e.status.value}"
         elif basename(e.path) in MIXED_MANIFESTS:
             if e.status in (ChangeStatus.ADDED, ChangeStatus.DELETED):

@@ -54,7 +54,10 @@ _REV = re.compile(
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _GITHUB_REPO = re.compile(r"^https://github\.com/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?)(?:\.git)?/?$")
 _OWNER_REPO = re.compile(r"^([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)(?:/[^@\s]*)?$")
-_VERSION = re.compile(r"^v?(\d+(?:\.\d+)*)$")
+# a release version: `v4.3.0`, `0.7.0`, `21.9b0`, `2.0.0rc1` (pre-releases order before
+# the release; anything else, e.g. `main` or `latest`, is no release)
+_VERSION = re.compile(r"^v?(\d+(?:\.\d+)*)(?:(a|b|rc)(\d+))?$")
+_PRE_RANK = {"a": 0, "b": 1, "rc": 2, None: 3}
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,9 +215,13 @@ def lookups(moves: Iterable[PinMove]) -> set[tuple[str, str]]:
     return out
 
 
-def _version(tag: str) -> tuple[int, ...] | None:
+def _version(tag: str) -> tuple[tuple[int, ...], int, int] | None:
     m = _VERSION.match(tag)
-    return tuple(int(x) for x in m.group(1).split(".")) if m else None
+    if m is None:
+        return None
+    nums = tuple(int(x) for x in m.group(1).split("."))
+    nums = nums + (0,) * (4 - len(nums)) if len(nums) < 4 else nums  # 4 == 4.0.0
+    return nums, _PRE_RANK[m.group(2)], int(m.group(3) or 0)
 
 
 def _answer_problem(m: PinMove, ref: str, tag: str | None, tags: PinTags) -> str | None:

@@ -337,15 +337,6 @@ _PRECOMMIT = (
             "v0.7.1 → v0.8.0; and 2 other changed line(s); not verified: line 5 is not a pin",
             id="pre-commit-autoupdate-and-more",
         ),
-        pytest.param(
-            "requirements/dev.txt",
-            "click==8.1.7\n    # via -r dev.in\nrich==13.0\n",
-            "click==8.1.8\n    # via -r dev.in\nrich==13.0\n",
-            "dependency-changed",
-            "dependency manifest modified: pins moved: click ==8.1.7 → ==8.1.8; "
-            "nothing else changed",
-            id="requirements-bump",
-        ),
     ],
 )
 def test_pin_bumps_stay_held_and_say_exactly_what_moved(

@@ -1,0 +1,123 @@
+"""Holds a maintainer agrees with: rule changes, each on the real commit that motivated it
+(issue 29).
+
+The replay (`benchmarks/replay.py`, docs/policy.md) found holds nobody would learn from.
+Each case rebuilds the shape of one real commit of a fetched project (named by its id; the
+files are reduced to the lines that matter, none of the project's code) in a real
+repository and judges it through `proofgate policy`, next to the variant that must stay
+held.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gate.cli import main
+from tests.gitutil import commit, make_repo, repo_dir
+
+
+def _config(*commands: str) -> bytes:
+    check = ", ".join(
+        f"{phase}: {json.dumps(cmd)}"
+        for phase, cmd in zip(
+            ("setup", "test"), commands if len(commands) > 1 else ("true", *commands), strict=False
+        )
+    )
+    return f"version: 1\nimage: python:3.12-slim\nchecks:\n  - {{name: unit, {check}}}\n".encode()
+
+
+def _policy(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    base: dict[bytes, bytes],
+    head: dict[bytes, bytes | None],
+) -> tuple[int, dict[str, list[str]]]:
+    repo = make_repo(tmp_path)
+    base_id = commit(repo, base, message="base")
+    commit(repo, head, branch="pr", parent=base_id, message="pr")
+    capsys.readouterr()
+    code = main(
+        ["policy", "--repo", str(repo_dir(repo)), "--base", "main", "--head", "pr", "--json"]
+    )
+    found: dict[str, list[str]] = {}
+    for f in json.loads(capsys.readouterr().out)["policy"]["findings"]:
+        found.setdefault(f["rule"], []).append(f["message"])
+    return code, found
+
+
+# pallets/itsdangerous 1cebfc9ef710 "Bump pytest from 6.2.4 to 6.2.5": Dependabot moves
+# one pin in requirements/dev.txt and requirements/tests.txt; tox.ini installs tests.txt.
+_TOX = b"[tox]\nenvlist = py\n\n[testenv]\ndeps = -r requirements/tests.txt\ncommands = pytest\n"
+_ITSDANGEROUS_BASE = {
+    b"tox.ini": _TOX,
+    b"pyproject.toml": b'[project]\nname = "itsdangerous"\n',
+    b"requirements/dev.txt": b"pytest==6.2.4\n    # via -r requirements/tests.in\ntox==3.24.3\n",
+    b"requirements/tests.txt": b"pytest==6.2.4\n    # via -r requirements/tests.in\n",
+    b"requirements/tests.in": b"pytest\n",
+}
+_ITSDANGEROUS_HEAD: dict[bytes, bytes | None] = {
+    b"requirements/dev.txt": b"pytest==6.2.5\n    # via -r requirements/tests.in\ntox==3.24.3\n",
+    b"requirements/tests.txt": b"pytest==6.2.5\n    # via -r requirements/tests.in\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("commands", "held"),
+    [
+        pytest.param(("python -m pytest -q",), [], id="no-check-installs-them"),
+        pytest.param(
+            ("pip install -r requirements/tests.txt", "python -m pytest -q"),
+            ["requirements/tests.txt"],
+            id="setup-installs-tests-txt",
+        ),
+        pytest.param(("tox -e py",), ["requirements/tests.txt"], id="tox-installs-tests-txt"),
+        pytest.param(
+            ("make test",),
+            ["requirements/dev.txt", "requirements/tests.txt"],
+            id="an-opaque-runner-may-install-anything",
+        ),
+    ],
+)
+def test_a_requirements_file_is_held_only_when_a_check_installs_from_it(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    commands: tuple[str, ...],
+    held: list[str],
+) -> None:
+    base = {b".github/proofgate.yml": _config(*commands), **_ITSDANGEROUS_BASE}
+    code, found = _policy(tmp_path, capsys, base, _ITSDANGEROUS_HEAD)
+    messages = found.get("dependency-changed", [])
+    assert [m.split(":")[0] for m in messages] == ["dependency manifest modified"] * len(held)
+    assert code == (11 if held else 0), found
+
+
+def test_a_requirements_file_included_by_an_installed_one_is_held(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = {
+        b".github/proofgate.yml": _config("pip install -r requirements/ci.txt", "pytest"),
+        b"requirements/ci.txt": b"-r base.txt\ncoverage==7.0\n",
+        b"requirements/base.txt": b"attrs==23.1\n",
+    }
+    code, found = _policy(tmp_path, capsys, base, {b"requirements/base.txt": b"attrs==24.1\n"})
+    assert code == 11
+    assert found["dependency-changed"] == [
+        "dependency manifest modified: pins moved: attrs ==23.1 → ==24.1; nothing else changed"
+    ]
+
+
+def test_a_requirements_file_the_packaging_reads_is_held_without_any_check_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = {
+        b".github/proofgate.yml": _config("pip install .", "pytest"),
+        b"pyproject.toml": b'[project]\nname = "x"\ndynamic = ["dependencies"]\n'
+        b'[tool.setuptools.dynamic]\ndependencies = {file = ["requirements.txt"]}\n',
+        b"requirements.txt": b"attrs==23.1\n",
+    }
+    code, found = _policy(tmp_path, capsys, base, {b"requirements.txt": b"evil-attrs==1.0\n"})
+    assert code == 11
+    assert "dependency-changed" in found
