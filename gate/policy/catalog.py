@@ -112,7 +112,7 @@ CATALOG: tuple[tuple[Rule, Check], ...] = (
     _rule("test-config-changed", H,
           "pytest's configuration changed: it decides which tests run and how", check_test_config),
     _rule("assertions-removed", H,
-          f"at least {ASSERTIONS_REMOVED_MIN} assertions were removed from a test file",
+          f"at least {ASSERTIONS_REMOVED_MIN} assertion(s) fewer in the tests (net, whole patch)",
           check_assertions_removed),
     _rule("budget-files", H, "more files changed than policy.budgets.files", _budget_files),
     _rule("budget-lines", H,

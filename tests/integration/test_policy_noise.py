@@ -121,3 +121,55 @@ def test_a_requirements_file_the_packaging_reads_is_held_without_any_check_namin
     code, found = _policy(tmp_path, capsys, base, {b"requirements.txt": b"evil-attrs==1.0\n"})
     assert code == 11
     assert "dependency-changed" in found
+
+
+# Agent-style cheats on real code (pallets/click's tests/test_testing.py): a caught
+# mutant plus a weakened test. The differential holds both, but one approval releases
+# them; the policy says what happened in words a reviewer reads before approving.
+_CLICK_TEST = (
+    b"from click.testing import CliRunner\n\n\n"
+    b"def test_runner():\n"
+    b"    result = CliRunner().invoke(cli, [])\n"
+    b"    assert not result.exception\n"
+    b"    assert result.output == 'ok\\n'\n"
+    b"    assert result.exit_code == 0\n"
+)
+_CLICK_BASE = {
+    b".github/proofgate.yml": _config("pytest"),
+    b"src/click/testing.py": b"class CliRunner: ...\n",
+    b"tests/test_testing.py": _CLICK_TEST,
+}
+
+
+def test_a_test_file_renamed_to_a_name_pytest_does_not_collect_is_held(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, found = _policy(
+        tmp_path,
+        capsys,
+        _CLICK_BASE,
+        {b"tests/test_testing.py": None, b"tests/testing_checks_disabled.py": _CLICK_TEST},
+    )
+    assert code == 11
+    assert found["tests-deleted"] == [
+        "test file renamed to 'tests/testing_checks_disabled.py', a name pytest does not "
+        "collect (test_*.py, *_test.py): its tests no longer run"
+    ]
+
+
+def test_one_assertion_removed_is_held(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    weakened = _CLICK_TEST.replace(b"    assert result.output == 'ok\\n'\n", b"")
+    code, found = _policy(tmp_path, capsys, _CLICK_BASE, {b"tests/test_testing.py": weakened})
+    assert code == 11
+    assert found["assertions-removed"] == [
+        "1 assertion(s) removed here (1 deleted, 0 added); 1 fewer in the whole patch: "
+        "the tests check less"
+    ]
+
+
+def test_an_assertion_rewritten_is_not_held(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    changed = _CLICK_TEST.replace(b"== 'ok\\n'", b"== 'done\\n'")
+    code, found = _policy(tmp_path, capsys, _CLICK_BASE, {b"tests/test_testing.py": changed})
+    assert code == 0, found

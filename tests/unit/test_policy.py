@@ -467,6 +467,27 @@ CASES: dict[str, Case] = {
         A,
     ),
     # tests-deleted
+    "test-renamed-to-a-name-pytest-does-not-collect": Case(
+        (chg("tests/testing_checks_disabled.py", "R", old_path="tests/test_testing.py"),),
+        "tests-deleted",
+        True,
+        H,
+    ),
+    "test-renamed-to-a-collected-name": Case(
+        (chg("tests/test_testing_more.py", "R", old_path="tests/test_testing.py"),),
+        "tests-deleted",
+        False,
+        A,
+    ),
+    "tests-moved-into-a-file-pytest-does-not-collect": Case(
+        (
+            chg("tests/test_auth.py", "D", deleted=["def test_login():", "    pass"]),
+            chg("tests/auth_disabled.py", "A", added=["def test_login():", "    pass"]),
+        ),
+        "tests-deleted",
+        True,
+        H,
+    ),
     "test-file-deleted": Case(
         (chg("tests/test_auth.py", "D", deleted=["def test_login():", "    assert ok"]),),
         "tests-deleted",
@@ -773,8 +794,21 @@ CASES: dict[str, Case] = {
         True,
         H,
     ),
-    "few-assertions-removed": Case(
-        (chg("tests/test_a.py", context=["def test_a():"], deleted=["    assert x"] * 4),),
+    "one-assertion-removed": Case(
+        (chg("tests/test_a.py", context=["def test_a():"], deleted=["    assert x == 1"]),),
+        "assertions-removed",
+        True,
+        H,
+    ),
+    "an-assertion-rewritten": Case(
+        (
+            chg(
+                "tests/test_a.py",
+                context=["def test_a():"],
+                deleted=["    assert x == 1"],
+                added=["    assert x == 2"],
+            ),
+        ),
         "assertions-removed",
         False,
         A,
