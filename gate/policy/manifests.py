@@ -28,6 +28,7 @@ __all__ = [
     "is_build_time_path",
     "is_lockfile",
     "is_requirements_file",
+    "tool_idle",
     "manifest_sections",
     "requirements_read",
     "wants_tree_file",
@@ -114,6 +115,30 @@ _RUNNER_FILES: dict[bytes, re.Pattern[str]] = {
 }
 _OPAQUE_RUNNER = re.compile(r"(?:^|[\s;&|(])(?:make|just|task|invoke|bash|sh|\./\S+|\S+\.sh)\b")
 _INCLUDE = re.compile(rb"^\s*(?:-r|-c|--requirement|--constraint)[\s=]+(\S+)", re.MULTILINE)
+
+
+# Tool configuration that runs only when its tool does: a check that runs tox, nox or
+# pre-commit (or a runner the policy cannot read) runs it in the clean room; otherwise it
+# runs in CI under the workflow's existing privileges, as every test file of the change
+# does there, and on developers' machines — which the workflow rules and review cover,
+# not the proof.
+_TOOL_FILES: dict[bytes, re.Pattern[str]] = {
+    b"tox.ini": re.compile(r"\btox\b"),
+    b"noxfile.py": re.compile(r"\bnox\b"),
+    b".pre-commit-config.yaml": re.compile(r"\bpre-commit\b|\bprek\b"),
+}
+
+
+def tool_idle(ctx: Context, path: bytes) -> bool:
+    """Whether `path` is a tool's configuration (tox.ini, noxfile.py,
+    .pre-commit-config.yaml) that no configured check runs."""
+    rx = _TOOL_FILES.get(basename(path))
+    if rx is None:
+        return False
+    for c in ctx.spec.commands:
+        if rx.search(c) or _OPAQUE_RUNNER.search(c):
+            return False
+    return True
 
 
 def _mentions(text: bytes, path: bytes) -> bool:
@@ -318,6 +343,8 @@ def is_build_time_path(path: bytes) -> bool:
 def check_build_hook(ctx: Context) -> Iterator[RawFinding]:
     for e in ctx.inventory:
         note = pin_hold_note(ctx, e)
+        if all(tool_idle(ctx, p) for p in paths_of(e)):
+            continue
         for p in paths_of(e):
             if is_build_file(p) and note != "":
                 tail = pins_suffix(ctx, e, p) + (note or "")
@@ -353,6 +380,8 @@ def _dependency_entries(ctx: Context) -> Iterator[tuple[InventoryEntry, str]]:
                 continue  # no check installs from it and nothing includes it
             yield e, f"dependency manifest {e.status.value}"
         elif basename(e.path) in MIXED_MANIFESTS:
+            if all(tool_idle(ctx, p) for p in paths_of(e)):
+                continue  # tox.ini that no check runs installs nothing in the clean room
             if e.status in (ChangeStatus.ADDED, ChangeStatus.DELETED):
                 yield e, f"dependency manifest {e.status.value}"
                 continue

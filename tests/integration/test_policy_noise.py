@@ -173,3 +173,50 @@ def test_an_assertion_rewritten_is_not_held(
     changed = _CLICK_TEST.replace(b"== 'ok\\n'", b"== 'done\\n'")
     code, found = _policy(tmp_path, capsys, _CLICK_BASE, {b"tests/test_testing.py": changed})
     assert code == 0, found
+
+
+# pallets/itsdangerous f8459e3d6cd5 "[pre-commit.ci] pre-commit autoupdate": two hook
+# repositories re-pinned. pre-commit runs on developers' machines and in CI, not in the
+# clean room unless a check runs it.
+_PRECOMMIT = (
+    b"repos:\n  - repo: https://github.com/astral-sh/ruff-pre-commit\n    rev: v0.6.2\n"
+    b"    hooks:\n      - id: ruff\n  - repo: https://github.com/pre-commit/pre-commit-hooks\n"
+    b"    rev: v4.6.0\n    hooks:\n      - id: check-merge-conflict\n"
+)
+_AUTOUPDATE = _PRECOMMIT.replace(b"v0.6.2", b"v0.7.1").replace(b"v4.6.0", b"v5.0.0")
+_NEW_HOOK = _PRECOMMIT + b"  - repo: https://github.com/someone/hooks\n    rev: v1.0.0\n"
+
+
+@pytest.mark.parametrize(
+    ("commands", "head", "held"),
+    [
+        pytest.param(("pytest",), _AUTOUPDATE, None, id="autoupdate-no-check-runs-pre-commit"),
+        pytest.param(("pytest",), _NEW_HOOK, None, id="new-hook-no-check-runs-pre-commit"),
+        pytest.param(
+            ("pre-commit run --all-files",),
+            _AUTOUPDATE,
+            "not verified: tag look-ups need the GitHub API",
+            id="autoupdate-a-check-runs-pre-commit-locally",
+        ),
+        pytest.param(
+            ("pre-commit run --all-files",),
+            _NEW_HOOK,
+            "build/install-time file modified",
+            id="new-hook-a-check-runs-pre-commit",
+        ),
+    ],
+)
+def test_pre_commit_config_is_a_build_hook_only_when_a_check_runs_pre_commit(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    commands: tuple[str, ...],
+    head: bytes,
+    held: str | None,
+) -> None:
+    base = {b".github/proofgate.yml": _config(*commands), b".pre-commit-config.yaml": _PRECOMMIT}
+    code, found = _policy(tmp_path, capsys, base, {b".pre-commit-config.yaml": head})
+    if held is None:
+        assert code == 0, found
+    else:
+        assert code == 11
+        assert held in found["build-hook-changed"][0]

