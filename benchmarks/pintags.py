@@ -10,9 +10,9 @@ the GitHub API's answers ("tag v4.3.0 of actions/checkout is commit 08eba0...") 
   update bots wrote into their history — `uses: owner/repo@<sha> # vX.Y.Z` and
   `rev: <sha>  # frozen: vX.Y.Z` (tag and commit), `uses: owner/repo@vX.Y.Z` and
   `rev: vX.Y.Z` (the tag exists, its commit unrecorded) — over every commit of every
-  fetched repository. A tag seen with two different commits is dropped (a moved tag or a fork's commit: the replay then
-  holds it, as the Action would if GitHub disagreed). Each pair records how many
-  commits and projects wrote it.
+  fetched repository. A tag seen with two different commits is dropped (a moved tag or
+  a fork's commit: the replay then holds it, as the Action would if GitHub disagreed).
+  Each pair records how many commits and projects wrote it.
 
     python -m benchmarks.pintags REPO... [-o benchmarks/fixtures/pin-tags.json]
 

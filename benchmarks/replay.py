@@ -5,7 +5,8 @@ their first parent, as their pull requests were) is judged through the product's
 path: `GitRepository.capture` (patch, inventory, re-application in a private object
 store) and `gate.policy_run.judge_policy` (the proven tree's files, bounded as in a
 proof), with the policy `prove` applies: the base's `.github/proofgate.yml` policy when
-it has one, else the default policy (what `prove` judges with when no config exists).
+it has one, else the default policy of a trivial config (`TRIVIAL_CONFIG`: SPEC §2's
+example check, `pip install -e .[test]` then `python -m pytest -q`).
 
 Pin bumps are verified as the Action verifies them, but the tag look-ups are answered
 from a recorded fixture of real tag -> commit pairs (`benchmarks/fixtures/pin-tags.json`,
@@ -52,12 +53,21 @@ def project_name(repo: Path) -> str:
     return parent.name.replace("+", "/", 1)
 
 
+# A project without a config of its own is judged as an adopter would first configure it:
+# the default policy with SPEC §2's example check (install the project with its test
+# extra, run pytest). Which files a check reads decides some rules (requirements files,
+# tox.ini, Makefile), so the replay says which commands it assumed.
+TRIVIAL_CONFIG = (
+    b"version: 1\nimage: python:3.12-slim\nchecks:\n"
+    b'  - {name: unit, setup: "pip install -e .[test]", test: "python -m pytest -q"}\n'
+)
+
+
 def _spec_at(evidence: GitRepository, commit: str) -> PolicySpec:
-    """The policy `prove` judges with: the base's config when it has one, else the default."""
+    """The policy `prove` judges with: the base's config, else TRIVIAL_CONFIG's."""
     found = evidence.read_blob_at(commit, DEFAULT_CONFIG_PATH)
-    if found is None:
-        return PolicySpec()
-    return load_config(found[1], source=DEFAULT_CONFIG_PATH).policy
+    data = found[1] if found is not None else TRIVIAL_CONFIG
+    return load_config(data, source=DEFAULT_CONFIG_PATH).policy
 
 
 def replay_project(
@@ -251,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         "label": args.label,
         "per_project": args.n,
         "pins_verified": pins is not None,
+        "trivial_config": TRIVIAL_CONFIG.decode(),
         "records": records,
     }
     _print(record, args.examples)

@@ -78,7 +78,11 @@ __all__ = [
 #    test-config-changed ignores marker registrations.
 # 4: pin-bump-verified (a pins-only move to a newer released tag, looked up, is not held
 #    by ci-workflow-changed / build-hook-changed); dependency-changed holds a requirements
-#    file only when a check or the project's packaging reads it.
+#    file only when a check or the project's packaging reads it; tox.ini, noxfile.py,
+#    .pre-commit-config.yaml and Makefiles are build hooks only when a check runs their
+#    tool; ci-matrix-changed (a workflow's test matrix only) is not held;
+#    assertions-removed fires on one assertion fewer; a test file renamed to a name
+#    pytest does not collect is tests-deleted.
 CATALOG_VERSION: Final[str] = "4"
 DEFAULT_CONFIG_PATH: Final[str] = ".github/proofgate.yml"
 

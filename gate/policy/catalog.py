@@ -18,6 +18,7 @@ from gate.policy.paths import (
     check_binary_added,
     check_binary_changed,
     check_ci,
+    check_ci_matrix,
     check_compiled_code,
     check_gate_config,
     check_git_plumbing,
@@ -80,6 +81,9 @@ CATALOG: tuple[tuple[Rule, Check], ...] = (
     _rule("pin-bump-verified", A,
           "only pins moved, each to a newer released tag of the same upstream (the tags "
           "looked up on GitHub)", check_pin_bump_verified),
+    _rule("ci-matrix-changed", A,
+          "only a workflow's test matrix changed (plain versions, hosted runners)",
+          check_ci_matrix),
     _rule("build-hook-changed", H,
           "code that runs at install/build/test time changed", check_build_hook),
     _rule("module-shadowing", H,

@@ -117,21 +117,26 @@ _OPAQUE_RUNNER = re.compile(r"(?:^|[\s;&|(])(?:make|just|task|invoke|bash|sh|\./
 _INCLUDE = re.compile(rb"^\s*(?:-r|-c|--requirement|--constraint)[\s=]+(\S+)", re.MULTILINE)
 
 
-# Tool configuration that runs only when its tool does: a check that runs tox, nox or
-# pre-commit (or a runner the policy cannot read) runs it in the clean room; otherwise it
-# runs in CI under the workflow's existing privileges, as every test file of the change
-# does there, and on developers' machines — which the workflow rules and review cover,
-# not the proof.
+# Tool configuration that runs only when its tool does: a check that runs tox, nox,
+# pre-commit, make or just (or a runner the policy cannot read) runs it in the clean
+# room; otherwise it runs in CI under the workflow's existing privileges, as every test
+# file of the change does there, and on developers' machines — which the workflow
+# rules and review cover, not the proof.
 _TOOL_FILES: dict[bytes, re.Pattern[str]] = {
     b"tox.ini": re.compile(r"\btox\b"),
     b"noxfile.py": re.compile(r"\bnox\b"),
     b".pre-commit-config.yaml": re.compile(r"\bpre-commit\b|\bprek\b"),
+    b"Makefile": re.compile(r"\bmake\b"),
+    b"makefile": re.compile(r"\bmake\b"),
+    b"GNUmakefile": re.compile(r"\bmake\b"),
+    b"justfile": re.compile(r"\bjust\b"),
+    b"Justfile": re.compile(r"\bjust\b"),
 }
 
 
 def tool_idle(ctx: Context, path: bytes) -> bool:
     """Whether `path` is a tool's configuration (tox.ini, noxfile.py,
-    .pre-commit-config.yaml) that no configured check runs."""
+    .pre-commit-config.yaml, Makefile, justfile) that no configured check runs."""
     rx = _TOOL_FILES.get(basename(path))
     if rx is None:
         return False

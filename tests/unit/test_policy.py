@@ -160,6 +160,19 @@ CASES: dict[str, Case] = {
     "docs-about-workflows": Case(
         (chg("docs/workflows/ci.md", added=["text"]),), "ci-workflow-changed", False, A
     ),
+    # ci-matrix-changed: which Pythons and hosted runners CI tests on
+    "matrix-entry-removed": Case(
+        (chg(".github/workflows/tests.yaml", deleted=["          - {python: '3.9'}"]),),
+        "ci-matrix-changed",
+        True,
+        A,
+    ),
+    "matrix-on-a-self-hosted-runner": Case(
+        (chg(".github/workflows/tests.yaml", added=["          - {python: '3.9', os: mine}"]),),
+        "ci-matrix-changed",
+        False,
+        H,
+    ),
     # pin-bump-verified: the upstream's tags, looked up, name exactly these commits
     "action-bump-verified": Case(
         (_ACTION_BUMP,), "pin-bump-verified", True, A, pin_tags=_CHECKOUT_TAGS
