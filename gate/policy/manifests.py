@@ -131,12 +131,18 @@ _TOOL_FILES: dict[bytes, re.Pattern[str]] = {
     b"GNUmakefile": re.compile(r"\bmake\b"),
     b"justfile": re.compile(r"\bjust\b"),
     b"Justfile": re.compile(r"\bjust\b"),
+    # lockfiles only their own tool installs from (`pip install -e .` reads none of them)
+    b"uv.lock": re.compile(r"\buvx?\b"),
+    b"poetry.lock": re.compile(r"\bpoetry\b"),
+    b"pdm.lock": re.compile(r"\bpdm\b"),
+    b"Pipfile.lock": re.compile(r"\bpipenv\b"),
 }
 
 
 def tool_idle(ctx: Context, path: bytes) -> bool:
     """Whether `path` is a tool's configuration (tox.ini, noxfile.py,
-    .pre-commit-config.yaml, Makefile, justfile) that no configured check runs."""
+    .pre-commit-config.yaml, Makefile, justfile) or lockfile (uv.lock, poetry.lock,
+    pdm.lock, Pipfile.lock) that no configured check runs."""
     rx = _TOOL_FILES.get(basename(path))
     if rx is None:
         return False
@@ -377,6 +383,8 @@ def _dependency_entries(ctx: Context) -> Iterator[tuple[InventoryEntry, str]]:
     """Inventory entries that change dependencies, with a one-line description."""
     for e in ctx.inventory:
         if is_lockfile(e.path):
+            if all(tool_idle(ctx, p) for p in paths_of(e)):
+                continue  # no check runs the tool that installs from it
             yield e, f"lockfile {e.status.value}"
         elif _is_pure_manifest(e.path):
             if is_requirements_file(e.path) and not any(
@@ -414,6 +422,10 @@ def check_lockfile_drift(ctx: Context) -> Iterator[RawFinding]:
             continue
         name, is_lock = eco
         manifests, locks = _ECOSYSTEMS[name]
+        # lockfiles no check installs from (their tool never runs) do not count
+        locks = frozenset(x for x in locks if not tool_idle(ctx, x))
+        if is_lock and tool_idle(ctx, e.path):
+            continue
         d = posixpath.dirname(e.path)
         if is_lock and e.status is not ChangeStatus.DELETED:
             if not any(

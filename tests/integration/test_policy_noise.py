@@ -274,3 +274,31 @@ def test_a_workflow_matrix_change_is_recorded_not_held(
     assert ("ci-workflow-changed" in found) is held, found
     assert ("ci-matrix-changed" in found) is not held
     assert code == (11 if held else 0)
+
+
+# pallets/click 4e869f3a172a: uv.lock refreshed alone. Only uv installs from it.
+_PYPROJECT = b'[project]\nname = "click"\ndependencies = []\n'
+
+
+@pytest.mark.parametrize(
+    ("commands", "held"),
+    [
+        pytest.param(("pip install -e .[test]", "python -m pytest -q"), False, id="pip-check"),
+        pytest.param(("uv run --locked pytest",), True, id="uv-check"),
+    ],
+)
+def test_a_lockfile_is_held_only_when_a_check_installs_from_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], commands: tuple[str, ...], held: bool
+) -> None:
+    base = {
+        b".github/proofgate.yml": _config(*commands),
+        b"pyproject.toml": _PYPROJECT,
+        b"uv.lock": b'version = 1\n[[package]]\nname = "pytest"\nversion = "8.3.0"\n',
+    }
+    head: dict[bytes, bytes | None] = {
+        b"uv.lock": b'version = 1\n[[package]]\nname = "pytest"\nversion = "8.3.5"\n'
+    }
+    code, found = _policy(tmp_path, capsys, base, head)
+    assert ("dependency-changed" in found) is held, found
+    assert ("lockfile-drift" in found) is held, found
+    assert code == (11 if held else 0)

@@ -1031,7 +1031,18 @@ CASES: dict[str, Case] = {
     ),
     # lockfile-drift
     "lockfile-without-manifest": Case(
-        (chg("uv.lock", added=['version = "2"']),), "lockfile-drift", True, H
+        (chg("uv.lock", added=['version = "2"']),),
+        "lockfile-drift",
+        True,
+        H,
+        spec=PolicySpec(commands=("uv run --locked pytest",)),
+    ),
+    "lockfile-no-check-installs-from": Case(
+        (chg("uv.lock", added=['version = "2"']),),
+        "lockfile-drift",
+        False,
+        A,
+        spec=PolicySpec(commands=("pip install -e .", "python -m pytest")),
     ),
     "lockfile-with-manifest": Case(
         (
@@ -1048,6 +1059,7 @@ CASES: dict[str, Case] = {
         True,
         H,
         tree_files={b"uv.lock": b"", b"pyproject.toml": b""},
+        spec=PolicySpec(commands=("uv sync",)),
     ),
     "manifest-without-any-lockfile": Case(
         (chg("pyproject.toml", context=[*PYPROJECT_HEAD, "dependencies = ["], added=['  "a",']),),
