@@ -282,6 +282,7 @@ def run_prove(
                     sandbox=action_sandbox,
                     approver=approver,
                     clock=clock,
+                    tags=api,
                 )
     except GateError as e:
         api.complete_check(

@@ -469,6 +469,7 @@ def load_config(
         rules=tuple(sorted((k, Decision(v.upper())) for k, v in rules_raw.items())),
         thresholds=(thresholds_raw.get("immediate"), thresholds_raw.get("future")),
         egress=tuple((c.name, c.limits.egress) for c in checks if c.limits.egress),
+        commands=tuple(" ".join(cmd.argv) for c in checks for _, cmds in c.phases for cmd in cmds),
     )
     return Config(
         version=1,

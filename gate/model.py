@@ -401,6 +401,9 @@ class PolicySpec:
     egress: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # blast-radius thresholds (immediate, future): a score above one is a HOLD finding
     thresholds: tuple[int | None, int | None] = (None, None)
+    # every configured check command, as text: which requirements files a check installs
+    # (dependency-changed); covered by the policy fingerprint
+    commands: tuple[str, ...] = ()
 
     def to_dict(self) -> JsonDict:
         return {

@@ -10,13 +10,57 @@ was never seen are parsed, and a repeated proof of the same tree parses nothing.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
 from gate import policy, usercache
 from gate.git.interface import EvidenceSource
 from gate.model import Evidence, PolicyResult, PolicySpec
 from gate.policy import blast
 
-__all__ = ["MAX_ANALYZED_BYTES", "MAX_SCANNED_BINARY_BYTES", "import_index", "judge_policy"]
+__all__ = [
+    "MAX_ANALYZED_BYTES",
+    "MAX_SCANNED_BINARY_BYTES",
+    "TagLookupError",
+    "TagOracle",
+    "import_index",
+    "judge_policy",
+    "look_up_tags",
+]
+
+
+class TagLookupError(Exception):
+    """A tag look-up could not be made (no answer, not "no such tag"); the message says why."""
+
+
+class TagOracle(Protocol):
+    """What an upstream repository calls its tags (the Action: the GitHub API)."""
+
+    def tag(self, repository: str, tag: str) -> policy.TagAnswer:
+        """`repository` is owner/name; an answer with exists=False for no such tag.
+
+        Raises:
+            TagLookupError: the look-up could not be made.
+        """
+        ...
+
+
+def look_up_tags(oracle: TagOracle | None, wanted: set[tuple[str, str]]) -> policy.PinTags | None:
+    """The answers to `wanted` (None without an oracle: a local run). Every look-up or
+    none: one failure, or more than policy.MAX_LOOKUPS wanted, verifies nothing."""
+    if oracle is None:
+        return None
+    if len(wanted) > policy.MAX_LOOKUPS:
+        return policy.PinTags(
+            unavailable=f"{len(wanted)} tag look-ups wanted, more than {policy.MAX_LOOKUPS}"
+        )
+    answers: dict[tuple[str, str], policy.TagAnswer] = {}
+    for repository, tag in sorted(wanted):
+        try:
+            answers[(repository, tag)] = oracle.tag(repository, tag)
+        except TagLookupError as e:
+            return policy.PinTags(unavailable=f"the tag look-up failed: {e}")
+    return policy.PinTags(answers=answers)
+
 
 MAX_ANALYZED_BYTES = 64 * 1024 * 1024  # the policy's import graph reads at most this much
 MAX_SCANNED_BINARY_BYTES = 16 * 1024 * 1024  # binary additions the secrets rules read
@@ -64,6 +108,7 @@ def judge_policy(
     *,
     config_path: str,
     imports: usercache.BlobIndex[Imports] | None = None,
+    tags: TagOracle | None = None,
 ) -> PolicyResult:
     """The policy as `prove` runs it (and benchmarks/replay.py measures it): the proven
     tree's files the analyzers want (up to MAX_ANALYZED_BYTES, else they record that
@@ -72,6 +117,8 @@ def judge_policy(
     changed Python test files (as much again). The imports of the tree's Python files come
     from `imports` (default: `import_index()`) where it has them; what was parsed anew
     is saved there.
+    changed Python test files (as much again). With `tags` (the Action's GitHub API) the
+    tags that the change's pin bumps name are looked up, so a verified bump is not held.
 
     Raises:
         RepoError: a tree is not readable.
@@ -101,6 +148,8 @@ def judge_policy(
     index = imports
     if index is None and tree_files is not None:
         index = import_index()
+    wanted = policy.pin_lookups(ev.inventory, ev.patch.data, tree_files)
+    pin_tags = look_up_tags(tags, wanted) if wanted else None
     result = policy.evaluate(
         ev.inventory,
         ev.patch.data,
@@ -110,6 +159,7 @@ def judge_policy(
         binary_files=binary_files,
         base_files=base_files,
         import_cache=index,
+        pin_tags=pin_tags if tags is not None else None,
     )
     if index is not None:
         index.save()

@@ -50,7 +50,7 @@ from gate.model import (
     Trigger,
     Verdict,
 )
-from gate.policy_run import judge_policy
+from gate.policy_run import TagOracle, judge_policy
 from gate.timefmt import rfc3339
 from gate.verdict import RunEvidence, decide, preflight
 
@@ -420,8 +420,11 @@ def prove(
     approver: Approver | None = None,
     clock: Callable[[], float] = time.time,
     on_event: Callable[[JsonDict], None] | None = None,
+    tags: TagOracle | None = None,
 ) -> ProofRun:
-    """Prove one change end to end and return the (signed) receipt.
+    """Prove one change end to end and return the (signed) receipt. `tags` answers the
+    tag look-ups that verify pin bumps (the Action: the GitHub API); without it (a local
+    run) a pin bump stays held.
 
     Raises:
         RepoError: a revision or the repository cannot be read (exit 2).
@@ -462,7 +465,7 @@ def prove(
     )
 
     spec = config.policy if config is not None else PolicySpec()
-    result = judge_policy(evidence, ev, spec, config_path=request.config_path)
+    result = judge_policy(evidence, ev, spec, config_path=request.config_path, tags=tags)
     journal.append(
         "policy-decided",
         decision=result.decision.value,

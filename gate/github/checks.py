@@ -35,6 +35,8 @@ from gate.github.interface import (
     ReviewInfo,
 )
 from gate.model import Verdict
+from gate.policy import TagAnswer
+from gate.policy_run import TagLookupError
 from gate.timefmt import rfc3339
 
 __all__ = [
@@ -491,6 +493,30 @@ class GitHubChecks:
             return str(self._repo.get_commit(sha).commit.tree.sha)
 
         return self._call(f"read commit {sha[:12]}", fetch)
+
+    def tag(self, repository: str, tag: str) -> TagAnswer:
+        """What `repository` (owner/name, any public repository) calls `tag`: the commit
+        that `repos/get-commit` resolves `tags/TAG` to; exists=False when it has no such
+        tag (HTTP 404 or 422). A pin bump's verification (gate.policy.pinbump) reads it.
+
+        Raises:
+            TagLookupError: the look-up could not be made (the policy then holds the bump).
+        """
+
+        def fetch() -> TagAnswer:
+            try:
+                upstream = self._gh.withLazy(True).get_repo(repository)  # no repos/get
+                found = upstream.get_commit(f"tags/{tag}").raw_data  # the one request
+                return TagAnswer(exists=True, commit=str(found["sha"]))
+            except GithubException as exc:
+                if exc.status in (404, 422):
+                    return TagAnswer(exists=False)
+                raise
+
+        try:
+            return self._call(f"look up tag {tag} of {repository}", fetch)
+        except GitHubError as e:
+            raise TagLookupError(str(e)) from e
 
     def check_external_ids(self, sha: str) -> list[str]:
         return [

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from gate.errors import GateError
 from gate.model import Verdict
+from gate.policy import TagAnswer
 
 __all__ = [
     "Annotation",
@@ -162,6 +163,14 @@ class ChecksAPI(Protocol):
         ...
 
     def default_branch(self) -> str: ...
+
+    def tag(self, repository: str, tag: str) -> TagAnswer:
+        """What another repository calls a tag (pin bumps' verification).
+
+        Raises:
+            TagLookupError: the look-up could not be made.
+        """
+        ...
 
     def commit_tree(self, sha: str) -> str:
         """The tree id of commit `sha`. Raises: GitHubError when it cannot be read."""

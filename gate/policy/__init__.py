@@ -45,12 +45,16 @@ from gate.policy.paths import (
     is_git_plumbing_path,
     is_test_path,
 )
+from gate.policy.pinbump import MAX_LOOKUPS, PinTags, TagAnswer, lookups, pin_candidate, pin_moves
 
 __all__ = [
     "CATALOG_VERSION",
     "DEFAULT_CONFIG_PATH",
+    "MAX_LOOKUPS",
     "RULES",
+    "PinTags",
     "Rule",
+    "TagAnswer",
     "Thresholds",
     "binary_scan_paths",
     "wants_base_file",
@@ -58,6 +62,7 @@ __all__ = [
     "evaluate",
     "fingerprint",
     "glob_match",
+    "pin_lookups",
     "glob_problem",
     "validate_rule_ids",
     "wants_tree_file",
@@ -71,7 +76,14 @@ __all__ = [
 #    compiled code to compiled-code-added; tests-skipped reads Python with `ast`;
 #    thresholds come from the spec; symlink chains resolve against the tree;
 #    test-config-changed ignores marker registrations.
-CATALOG_VERSION: Final[str] = "3"
+# 4: pin-bump-verified (a pins-only move to a newer released tag, looked up, is not held
+#    by ci-workflow-changed / build-hook-changed); dependency-changed holds a requirements
+#    file only when a check or the project's packaging reads it; tox.ini, noxfile.py,
+#    .pre-commit-config.yaml and Makefiles are build hooks only when a check runs their
+#    tool; ci-matrix-changed (a workflow's test matrix only) is not held;
+#    assertions-removed fires on one assertion fewer; a test file renamed to a name
+#    pytest does not collect is tests-deleted.
+CATALOG_VERSION: Final[str] = "4"
 DEFAULT_CONFIG_PATH: Final[str] = ".github/proofgate.yml"
 
 RULES: Mapping[str, Rule] = MappingProxyType({r.id: r for r, _ in CATALOG})
@@ -123,6 +135,7 @@ def fingerprint(
         "thresholds": _thresholds(spec, thresholds).to_dict(),
         "config_path": config_path,
         **({"egress": {name: list(hosts) for name, hosts in spec.egress}} if spec.egress else {}),
+        **({"commands": list(spec.commands)} if spec.commands else {}),
     }
     return Sha256(hashlib.sha256(canonical_json(doc)).hexdigest())
 
@@ -152,6 +165,26 @@ def wants_base_file(entry: InventoryEntry) -> bytes | None:
     if entry.status in (ChangeStatus.ADDED, ChangeStatus.DELETED) or entry.binary:
         return None
     return old if old.endswith(b".py") and is_test_path(old) else None
+
+
+def pin_lookups(
+    inventory: Sequence[InventoryEntry],
+    patch: bytes,
+    tree_files: Mapping[bytes, bytes] | None = None,
+) -> set[tuple[str, str]]:
+    """The (owner/repo, tag) look-ups that verifying the change's pin bumps needs: what
+    to answer as `evaluate(pin_tags=...)` (at most MAX_LOOKUPS are worth making)."""
+    by_path = {d.path: d for d in parse_patch(patch)}
+    out: set[tuple[str, str]] = set()
+    for e in inventory:
+        d = by_path.get(e.path)
+        if d is None or not pin_candidate(e, ci=is_ci_path(e.path)):
+            continue
+        content = tree_files.get(e.path) if tree_files is not None else None
+        moves, problem = pin_moves(d, content)
+        if problem is None:
+            out |= lookups(moves)
+    return out
 
 
 def _thresholds(spec: PolicySpec, given: Thresholds | None) -> Thresholds:
@@ -202,6 +235,7 @@ def evaluate(
     binary_files: Mapping[bytes, bytes] | None = None,
     base_files: Mapping[bytes, bytes] | None = None,
     import_cache: ImportCache | None = None,
+    pin_tags: PinTags | None = None,
 ) -> PolicyResult:
     """Judge a change. Pure; total over any patch bytes.
 
@@ -223,6 +257,9 @@ def evaluate(
     rather than line patterns. `thresholds` defaults to the spec's `policy.thresholds`.
     `import_cache` (optional) holds the imports of files by git blob id, read and added
     to by the blast radius (see `blast.ImportCache`); it changes no result.
+    `pin_tags` (optional) are the upstreams' answers to `pin_lookups`: with them a
+    change that only moves pins to newer released tags is `pin-bump-verified`; without
+    them (a local run) such a change stays held and the finding says why.
 
     Raises:
         ValueError: unknown rule ids in `spec.rules` (see `validate_rule_ids`).
@@ -264,6 +301,7 @@ def evaluate(
         base_files=base_files,
         blast_scores={"immediate": blast.immediate, "future": blast.future},
         thresholds={"immediate": th.immediate, "future": th.future},
+        pin_tags=pin_tags,
     )
     found: set[Finding] = set()
     for rule, check in CATALOG:  # every rule, every effect: nothing stops early

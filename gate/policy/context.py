@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gate.model import Decision, InventoryEntry, PolicySpec
 from gate.policy.patch import FileDiff
+
+if TYPE_CHECKING:
+    from gate.policy.pinbump import PinTags
 
 __all__ = [
     "Check",
@@ -55,6 +59,7 @@ class Context:
     base_files: Mapping[bytes, bytes] | None
     blast_scores: Mapping[str, int]
     thresholds: Mapping[str, int | None]
+    pin_tags: PinTags | None = None  # the upstreams' tags, when the caller looked them up
 
     def diff_of(self, entry: InventoryEntry) -> FileDiff | None:
         return self.diffs.get(entry.path) or (

