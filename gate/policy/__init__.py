@@ -43,7 +43,6 @@ from gate.policy.paths import (
     glob_problem,
     is_ci_path,
     is_git_plumbing_path,
-    is_test_path,
 )
 
 __all__ = [
@@ -147,11 +146,12 @@ def binary_scan_paths(inventory: Sequence[InventoryEntry], *, max_bytes: int) ->
 
 def wants_base_file(entry: InventoryEntry) -> bytes | None:
     """The base path whose contents `evaluate(base_files=...)` wants for this entry: the
-    old side of a changed Python test file; None for anything else."""
+    old side of a changed Python file (tests: `tests-skipped`; other code:
+    `harness-tampering`); None for anything else."""
     old = entry.old_path or entry.path
     if entry.status in (ChangeStatus.ADDED, ChangeStatus.DELETED) or entry.binary:
         return None
-    return old if old.endswith(b".py") and is_test_path(old) else None
+    return old if old.endswith(b".py") else None
 
 
 def _thresholds(spec: PolicySpec, given: Thresholds | None) -> Thresholds:
@@ -216,10 +216,11 @@ def evaluate(
     `binary_files` (optional) maps paths of binary files the patch adds or changes to
     their new contents (`binary_scan_paths` selects them, bounded): the secrets rules
     read them, since one NUL byte makes git call a private-key file binary.
-    `base_files` (optional) maps the old paths of changed Python test files to their
+    `base_files` (optional) maps the old paths of changed Python files to their
     contents in the base (`wants_base_file` selects them): `tests-skipped` then reads
-    both copies with `ast` (import aliases, marker objects, raised skip exceptions)
-    rather than line patterns. `thresholds` defaults to the spec's `policy.thresholds`.
+    both copies of a test file with `ast` (import aliases, marker objects, raised skip
+    exceptions) rather than line patterns, and `harness-tampering` does not count what
+    the base's copy of a file already did. `thresholds` defaults to the spec's `policy.thresholds`.
 
     Raises:
         ValueError: unknown rule ids in `spec.rules` (see `validate_rule_ids`).
