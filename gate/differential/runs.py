@@ -52,7 +52,7 @@ __all__ = ["Pending", "cache_dir", "start"]
 log = logging.getLogger("gate")
 
 MAX_TEST_SOURCE_BYTES = 32 * 1024 * 1024  # test files read for rename detection
-CACHE_VERSION = 2  # 2: the witness (witnessed, tamper kinds)
+CACHE_VERSION = 3  # 2: the witness (witnessed, tamper kinds); 3: its in-process tripwires
 CONTINUE = "--continue-on-collection-errors"
 
 
