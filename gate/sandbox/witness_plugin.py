@@ -86,6 +86,8 @@ _gettrace = sys.gettrace
 _getprofile = sys.getprofile
 _getframe = sys._getframe
 _is = operator.is_
+_getitem = operator.getitem
+_function_of = operator.attrgetter("function")
 _itemgetter = operator.itemgetter
 _isinstance = isinstance
 _getattr = getattr
@@ -201,24 +203,28 @@ def _observe_compilation():
         import _pytest.assertion.rewrite as rewrite
     except ImportError:  # pragma: no cover
         return
-    original = _vars(rewrite).get("_rewrite_test")
-    if not _isinstance(original, _FunctionType):
-        return
+    for name in ("_rewrite_test", "_read_pyc"):  # pytest compiles, or reads its own cache
+        original = _vars(rewrite).get(name)
+        if _isinstance(original, _FunctionType):
+            setattr(rewrite, name, _recording(original))
 
-    def _rewrite_test(*args, **kwargs):
+
+def _recording(original):
+    def observer(*args, **kwargs):
         result = original(*args, **kwargs)
         try:
-            code = result[-1]
+            code = result[-1] if _isinstance(result, tuple) else result
             if _isinstance(code, _CodeType):
                 _COMPILED[code.co_filename] = code
         except Exception:  # noqa: S110 - never change what pytest does
             pass
         return result
 
-    _rewrite_test.__module__ = original.__module__
-    _rewrite_test.__qualname__ = original.__qualname__
-    _rewrite_test.__wrapped__ = original
-    rewrite._rewrite_test = _rewrite_test
+    observer.__module__ = original.__module__
+    observer.__name__ = original.__name__
+    observer.__qualname__ = original.__qualname__
+    observer.__wrapped__ = original
+    return observer
 
 
 # --- identities: what was loaded when the witness was --------------------------------
@@ -233,14 +239,19 @@ def _watched(module_name):
 
 def _identity_table():
     """Every function and class of the watched modules loaded now (and the builtins),
-    and every method of those classes: [(label, mapping, keys, values)], one row per
-    module or class, so a check is one C-level lookup and comparison per row."""
+    and every method of those classes: [(label, mapping, keys, values, getter)], one row
+    per module or class, so a check is one C-level lookup and comparison per row."""
     rows = []
+    seen = set()
 
-    def row(label, mapping, wanted):
-        keys = tuple(k for k in wanted)
-        if keys:
-            rows.append((label, mapping, keys, tuple(mapping[k] for k in keys)))
+    def row(label, mapping, wanted, owner):
+        keys = tuple(wanted)
+        if not keys or _id(owner) in seen:
+            return
+        seen.add(_id(owner))
+        if _len(keys) == 1:
+            keys = keys * 2  # itemgetter of one key returns the value, not a tuple
+        rows.append((label, mapping, keys, tuple(mapping[k] for k in keys), _itemgetter(*keys)))
 
     for name, module in _list(sys.modules.items()):
         if not _isinstance(module, _ModuleType) or not _watched(name):
@@ -255,32 +266,43 @@ def _identity_table():
             if _isinstance(value, _type):
                 owner = value.__module__ + "." + value.__qualname__
                 methods = [m for m, impl in _vars(value).items() if _isinstance(impl, _METHODS)]
-                row(owner, _vars(value), methods)
-        row(name, d, wanted)
+                row(owner, _vars(value), methods, value)
+        row(name, d, wanted, module)
     b = _vars(builtins)
-    row(
-        "builtins",
-        b,
-        [k for k, v in b.items() if _isinstance(v, (types.BuiltinFunctionType, _type))],
-    )
+    kinds = (types.BuiltinFunctionType, _type)
+    hot = [k for k in _HOT_BUILTINS if k in b]
+    rows.append(("builtins", b, (*hot, *hot), (*(b[k] for k in hot),) * 2, None))
+    row("builtins", b, [k for k, v in b.items() if _isinstance(v, kinds) and k not in hot], b)
     return rows
 
 
-def _changed(rows):
-    """Dotted names of the table's objects that are not what they were."""
+def _group(rows):
+    """Rows flattened into one (labels, mappings, keys, values): a check of the group is
+    one C-level pass of lookups and one of identity comparisons, whatever its size."""
+    labels, maps, keys, values = [], [], [], []
+    for label, mapping, ks, vs, _ in rows:
+        for k, v in zip(ks, vs):  # noqa: B905 - Python 3.7+
+            labels.append(label)
+            maps.append(mapping)
+            keys.append(k)
+            values.append(v)
+    return (tuple(labels), tuple(maps), tuple(keys), tuple(values))
+
+
+def _changed(group):
+    """Dotted names of the group's objects that are not what they were."""
+    labels, maps, keys, values = group
+    try:
+        now = tuple(_map(_getitem, maps, keys))
+    except Exception:  # noqa: BLE001 - a key deleted: find which below
+        now = None
+    if now is not None and _all(_map(_is, now, values)):
+        return []
     out = []
-    for label, mapping, keys, values in rows:
-        try:
-            now = _itemgetter(*keys)(mapping)
-        except Exception:  # noqa: BLE001 - a key deleted: find which below
-            now = None
-        if _len(keys) == 1:
-            now = (now,)
-        if now is not None and _all(_map(_is, now, values)):
-            continue
-        for k, v in zip(keys, values):  # noqa: B905 - Python 3.7+
-            if mapping.get(k, None) is not v:
-                out.append(label + "." + k)
+    for label, mapping, k, v in zip(labels, maps, keys, values):  # noqa: B905
+        name = label + "." + k
+        if mapping.get(k, None) is not v and name not in out:
+            out.append(name)
     return out
 
 
@@ -364,15 +386,75 @@ def pytest_load_initial_conftests(early_config):
     if _REBASED:
         return  # an inner session (pytest.main inside a test): not a baseline
     _REBASED.append(True)
-    for i, (label, mapping, keys, values) in enumerate(_BASE_ROWS):
+    for i, (label, mapping, keys, values, get) in enumerate(_BASE_ROWS):
         now = tuple(mapping.get(k, v) for k, v in zip(keys, values))  # noqa: B905
         if not _all(_map(_is, now, values)):
             kept = tuple(n if n is not v and _from_pytest(n) else v for n, v in zip(now, values))  # noqa: B905
-            _BASE_ROWS[i] = (label, mapping, keys, kept)
+            _BASE_ROWS[i] = (label, mapping, keys, kept, get)
     _BASE_TRACERS.update(key for _, key, _ in _tracers())
     _BASE_TRACERS.update(_frame_tracers())
     _BASE_FINDERS.extend(f for _, f in _finders() if not any(f is b for b in _BASE_FINDERS))
 
+
+# Objects on the way from a test to its report, checked before every test; the rest a
+# share at a time (every object at least every `_SHARES` tests), and all of them after
+# collection and at the end.
+_HOT = frozenset(
+    {
+        "_pytest.runner",
+        "_pytest.runner.CallInfo",
+        "_pytest.runner.SetupState",
+        "_pytest.reports",
+        "_pytest.reports.BaseReport",
+        "_pytest.reports.TestReport",
+        "_pytest.python",
+        "_pytest.python.Function",
+        "_pytest.unittest",
+        "_pytest.unittest.TestCaseFunction",
+        "_pytest.junitxml",
+        "_pytest.junitxml.LogXML",
+        "_pytest.junitxml._NodeReporter",
+        "_pytest.outcomes",
+        "_pytest.skipping",
+        "_pytest.assertion.util",
+        "_pytest.assertion.rewrite",
+        "_pytest.nodes.Node",
+        "_pytest.nodes.Item",
+        "_pytest.main.Session",
+        "pluggy._callers",
+        "pluggy._hooks",
+        "pluggy._hooks.HookCaller",
+        "pluggy._hooks._HookCaller",
+        "pluggy._hooks.HookImpl",
+        "pluggy._manager.PluginManager",
+        "pluggy._result",
+        "pluggy._result.Result",
+        "pluggy._result._Result",
+        "unittest.case",
+        "unittest.case.TestCase",
+        "unittest.case._Outcome",
+        "unittest.result.TestResult",
+    }
+)
+_SHARES = 16
+# the builtins the code under test would replace to lie (a failed `assert` raises the
+# AssertionError it finds in builtins); the others are checked a share at a time
+_HOT_BUILTINS = (
+    "AssertionError",
+    "BaseException",
+    "Exception",
+    "__import__",
+    "__build_class__",
+    "compile",
+    "exec",
+    "getattr",
+    "isinstance",
+    "issubclass",
+    "open",
+    "print",
+    "super",
+    "type",
+)
 
 # Hooks on the way from a test to its report (and the report to the JUnit file).
 _JUDGING_HOOKS = (
@@ -392,14 +474,23 @@ def _make_guard(flag):
     runs every tripwire; `set_baseline()` takes the identities to compare with (called
     once, when the witness is configured).
     """
-    state = {"rows": [], "hooks": None, "pm": None, "hookexec": None}
+    state = {"hot": _group([]), "cold": [_group([])] * _SHARES, "turn": 0}
+    state.update(hooks=None, pm=None, hookexec=None)
     base_tracers = _BASE_TRACERS
     base_finders = _BASE_FINDERS
 
     def set_baseline(pm):
         # the identities taken at import, plus modules pytest loaded since (its own)
         known = {row[0] for row in _BASE_ROWS}
-        state["rows"] = _BASE_ROWS + [r for r in _identity_table() if r[0] not in known]
+        rows = _BASE_ROWS + [r for r in _identity_table() if r[0] not in known]
+        hot = [
+            r
+            for r in rows
+            if r[0] in _HOT and r[4] is not None or r[0] == "builtins" and r[4] is None
+        ]
+        cold = [r for r in rows if not any(r is h for h in hot)]
+        state["hot"] = _group(hot)
+        state["cold"] = [_group(cold[i::_SHARES]) for i in range(_SHARES)]
         state["pm"] = pm
         state["hookexec"] = _getattr(pm, "_inner_hookexec", None)
 
@@ -413,25 +504,35 @@ def _make_guard(flag):
             impls = _getattr(caller, "get_hookimpls", None)
             if impls is None:
                 continue
-            hooks[name] = (caller, tuple(_id(i.function) for i in impls()))
+            got = tuple(impls())
+            hooks[name] = (caller, got, tuple(i.function for i in got))
         state["hooks"] = hooks
 
-    def check(when):
-        for name in _changed(state["rows"]):
-            flag("pytest-patched", name)
+    def check(full):
+        """Every tripwire; the identities all (`full`), or those on the way from a test
+        to its report and a rotating share of the rest (each every `_SHARES` tests)."""
+        if full:
+            groups = [state["hot"], *state["cold"]]
+        else:
+            turn = state["turn"] = (state["turn"] + 1) % _SHARES
+            groups = [state["hot"], state["cold"][turn]]
+        for group in groups:
+            for name in _changed(group):
+                flag("pytest-patched", name)
         pm = state["pm"]
         if pm is not None and _getattr(pm, "_inner_hookexec", None) is not state["hookexec"]:
             flag("pytest-patched", "the plugin manager's hook caller")
         hooks = state["hooks"]
         if hooks is not None:
             current = _vars(pm.hook)
-            for name, (caller, impls) in hooks.items():
+            for name, (caller, impls, functions) in hooks.items():
                 now = current.get(name)
                 if now is not caller:
                     flag("pytest-patched", "hook " + name + " (its caller replaced)")
                     continue
-                got = tuple(_id(i.function) for i in caller.get_hookimpls())
-                if got != impls:
+                got = caller.get_hookimpls()
+                same = _len(got) == _len(impls) and _all(_map(_is, got, impls))
+                if not (same and _all(_map(_is, _map(_function_of, got), functions))):
                     flag("pytest-patched", "hook " + name + " (its implementations changed)")
         for what, key, t in _tracers():
             if key not in base_tracers:
@@ -630,7 +731,7 @@ def _make_witness(config):
     @_hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_make_collect_report(collector):
         yield
-        check("collect")
+        check(False)
 
     @_hookimpl(trylast=True)
     def pytest_collection_modifyitems(session, config, items):
@@ -638,17 +739,16 @@ def _make_witness(config):
 
     @_hookimpl(trylast=True)
     def pytest_collection_finish(session):
-        check("collected")
+        check(True)
         freeze_hooks()
 
     @_hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_protocol(item, nextitem):
         # Between tests: what a test's own fixtures patch (monkeypatch) is undone by its
         # teardown; what the code under test patched from its import is seen before the
-        # first test runs, however it is restored later.
-        check("before " + item.nodeid)
+        # first test runs, however it is restored later (after the last: at the end).
+        check(False)
         yield
-        check("after " + item.nodeid)
 
     @_hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_call(item):
@@ -725,7 +825,7 @@ def _make_witness(config):
         if st["emitted"]:
             return
         st["emitted"] = True
-        check("end")
+        check(True)
         unaccounted(session)
         xmlpath = _getattr(config.option, "xmlpath", None)
         junit = None
