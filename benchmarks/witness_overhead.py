@@ -30,12 +30,13 @@ from gate.sandbox.witness import plugin_tar
 IMAGE = "proofgate/cleanroom:latest"
 
 DRIVER = r"""
-import json, os, subprocess, sys, time
+import json, os, resource, subprocess, sys, time
 runs, args = int(sys.argv[1]), sys.argv[2:]
 ways = {"bare": None, "witness": "/bench/new"}
 if os.path.isdir("/bench/old"):
     ways["previous"] = "/bench/old"
 times = {k: [] for k in ways}
+cpu = {k: [] for k in ways}
 for i in range(runs):
     for way, plugdir in ways.items():
         env = dict(os.environ)
@@ -43,17 +44,19 @@ for i in range(runs):
         if plugdir:
             env["PYTEST_ADDOPTS"] = "-p proofgate_witness"
             env["PYTHONPATH"] = plugdir
-        t0 = time.perf_counter()
+        r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
         p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
                            cwd="/bench/project", env=env, capture_output=True)
         times[way].append(time.perf_counter() - t0)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu[way].append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
         if i == 0 and plugdir:
             lines = [l for l in p.stdout.decode(errors="replace").splitlines()
                      if l.startswith("##[proofgate-witness] {") and '"exitstatus"' in l]
             tampered = json.loads(lines[-1].split(" ", 1)[1]).get("tampered") if lines else None
             print(json.dumps({"way": way, "status": p.returncode, "tampered": tampered}),
                   file=sys.stderr)
-print(json.dumps(times))
+print(json.dumps({"wall": times, "cpu": cpu}))
 """
 
 
@@ -136,15 +139,17 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(proc.stderr.decode(errors="replace"))
         if proc.returncode != 0:
             return 1
-        times: dict[str, list[float]] = json.loads(proc.stdout)
-    med = {k: statistics.median(v) for k, v in times.items()}
+        measured: dict[str, dict[str, list[float]]] = json.loads(proc.stdout)
     what = f"{args.repo}@{args.rev}" if args.repo else f"{args.modules}x{args.tests} tests"
     print(f"suite: {what}, {args.runs} runs each, medians (s):")
-    for way, m in med.items():
-        print(f"  {way:9s} {m:7.3f}   (min {min(times[way]):.3f}, max {max(times[way]):.3f})")
-    print(f"witness overhead: {med['witness'] - med['bare']:+.3f} s (goal: <= +0.100)")
-    if "previous" in med:
-        print(f"previous witness: {med['previous'] - med['bare']:+.3f} s")
+    for kind, times in measured.items():
+        med = {k: statistics.median(v) for k, v in times.items()}
+        print(f" {kind} time of the pytest process:")
+        for way, m in med.items():
+            print(f"  {way:9s} {m:7.3f}   (min {min(times[way]):.3f}, max {max(times[way]):.3f})")
+        print(f"  witness overhead: {med['witness'] - med['bare']:+.3f} s (goal: <= +0.100)")
+        if "previous" in med:
+            print(f"  previous witness: {med['previous'] - med['bare']:+.3f} s")
     return 0
 
 

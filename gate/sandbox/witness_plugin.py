@@ -104,7 +104,6 @@ _vars = vars
 _type = type
 _parse = ast.parse
 _walk = ast.walk
-_dump = ast.dump
 _FunctionDef = (ast.FunctionDef, ast.AsyncFunctionDef)
 _compile = compile
 _normpath = os.path.normpath
@@ -403,40 +402,21 @@ _HOT = frozenset(
     {
         "_pytest.runner",
         "_pytest.runner.CallInfo",
-        "_pytest.runner.SetupState",
-        "_pytest.reports",
         "_pytest.reports.BaseReport",
         "_pytest.reports.TestReport",
-        "_pytest.python",
         "_pytest.python.Function",
-        "_pytest.unittest",
         "_pytest.unittest.TestCaseFunction",
-        "_pytest.junitxml",
-        "_pytest.junitxml.LogXML",
         "_pytest.junitxml._NodeReporter",
-        "_pytest.outcomes",
         "_pytest.skipping",
-        "_pytest.assertion.util",
-        "_pytest.assertion.rewrite",
-        "_pytest.nodes.Node",
-        "_pytest.nodes.Item",
-        "_pytest.main.Session",
         "pluggy._callers",
-        "pluggy._hooks",
         "pluggy._hooks.HookCaller",
         "pluggy._hooks._HookCaller",
         "pluggy._hooks.HookImpl",
-        "pluggy._manager.PluginManager",
-        "pluggy._result",
         "pluggy._result.Result",
         "pluggy._result._Result",
-        "unittest.case",
-        "unittest.case.TestCase",
-        "unittest.case._Outcome",
-        "unittest.result.TestResult",
     }
 )
-_SHARES = 16
+_SHARES = 32
 # the builtins the code under test would replace to lie (a failed `assert` raises the
 # AssertionError it finds in builtins); the others are checked a share at a time
 _HOT_BUILTINS = (
@@ -510,12 +490,14 @@ def _make_guard(flag):
 
     def check(full):
         """Every tripwire; the identities all (`full`), or those on the way from a test
-        to its report and a rotating share of the rest (each every `_SHARES` tests)."""
+        to its report and a rotating share of the rest (each every `_SHARES` tests), and
+        the hooks and the stack's frames every fourth test."""
         if full:
             groups = [state["hot"], *state["cold"]]
         else:
             turn = state["turn"] = (state["turn"] + 1) % _SHARES
             groups = [state["hot"], state["cold"][turn]]
+        deep = full or turn % 4 == 0
         for group in groups:
             for name in _changed(group):
                 flag("pytest-patched", name)
@@ -523,7 +505,7 @@ def _make_guard(flag):
         if pm is not None and _getattr(pm, "_inner_hookexec", None) is not state["hookexec"]:
             flag("pytest-patched", "the plugin manager's hook caller")
         hooks = state["hooks"]
-        if hooks is not None:
+        if hooks is not None and deep:
             current = _vars(pm.hook)
             for name, (caller, impls, functions) in hooks.items():
                 now = current.get(name)
@@ -537,7 +519,7 @@ def _make_guard(flag):
         for what, key, t in _tracers():
             if key not in base_tracers:
                 flag("trace-function", what + ": " + _describe(t))
-        frame = _getframe(0)
+        frame = _getframe(0) if deep else None
         while frame is not None:
             t = frame.f_trace
             if t is not None and _tracer_key(t) not in base_tracers:
@@ -571,7 +553,6 @@ def _make_code_check(flag, rootdir, config):
                 found[(c.co_name, c.co_firstlineno)] = c
                 stack.extend(k for k in c.co_consts if _isinstance(k, _CodeType))
         index[filename] = found
-        decorated[filename] = _decorated_names(filename)
         return found
 
     def check(item):
@@ -595,7 +576,9 @@ def _make_code_check(flag, rootdir, config):
             flag("test-code-replaced", where + " is not a function (" + _describe(fn) + ")")
             return
         if code.co_filename != path:
-            if name not in (decorated.get(path) or ()):
+            if path not in decorated:  # rare: read the file's decorators only now
+                decorated[path] = _decorated_names(path)
+            if name not in decorated[path]:
                 flag(
                     "test-code-replaced",
                     where + " runs " + _relative(code.co_filename, rootdir) + ":" + code.co_name,
@@ -637,11 +620,19 @@ def _decorated_names(filename):
     for node in _walk(tree):
         if _isinstance(node, _FunctionDef):
             for dec in node.decorator_list:
-                text = _dump(dec)
-                if "attr='mark'" not in text and "id='mark'" not in text:
+                if not _is_mark(dec):
                     out.add(node.name)
                     break
     return out
+
+
+def _is_mark(node):
+    """`@pytest.mark.x(...)`, `@mark.x`: a decorator that returns the function itself."""
+    while _isinstance(node, (ast.Call, ast.Attribute)):
+        node = node.func if _isinstance(node, ast.Call) else node.value
+        if _isinstance(node, ast.Attribute) and node.attr == "mark":
+            return True
+    return _isinstance(node, ast.Name) and node.id == "mark"
 
 
 def _relative(path, rootdir):
