@@ -30,7 +30,9 @@ from gate.model import (
 from gate.sandbox.witness import MARKER, MAX_SESSIONS, Scanner, plugin_tar
 
 
-def _pytest_with_witness(project: Path, *args: str) -> tuple[int, list[dict[str, object]]]:
+def _pytest_with_witness(
+    project: Path, *args: str, runner: list[str] | None = None
+) -> tuple[int, list[dict[str, object]]]:
     plug = project.parent / "plug"
     plug.mkdir(exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(plugin_tar(writable_prefix=False))) as t:
@@ -40,7 +42,7 @@ def _pytest_with_witness(project: Path, *args: str) -> tuple[int, list[dict[str,
     # the suite's own pytest plugins (hypothesis patches pytest) are not the project's
     env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        [*(runner or [sys.executable, "-m", "pytest"]), "-q", "-p", "no:cacheprovider", *args],
         cwd=project,
         env=env,
         capture_output=True,
