@@ -532,6 +532,8 @@ class WitnessSession:
     conftests: tuple[tuple[str, str | None], ...]  # (absolute path, git blob id)
     tampered: tuple[tuple[str, str], ...]  # (kind, detail)
     xdist: bool
+    pid: int = 0  # the pytest process (0: not given)
+    ended: bool = True  # the process's closing line was seen (a normal end)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

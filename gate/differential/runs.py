@@ -54,7 +54,7 @@ __all__ = ["Pending", "cache_dir", "start"]
 log = logging.getLogger("gate")
 
 MAX_TEST_SOURCE_BYTES = 32 * 1024 * 1024  # test files read for rename detection
-CACHE_VERSION = 3  # 2: the witness (witnessed, tamper kinds); 3: the environment record
+CACHE_VERSION = 4  # 2: the witness; 3: the environment record; 4: in-process tripwires
 
 
 def cache_dir() -> Path:

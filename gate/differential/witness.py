@@ -11,8 +11,11 @@ disagree as a *tamper finding* (kind, detail):
 - `conftest-not-in-tree`: pytest loaded a conftest.py that is not the tree's, as
   committed (written while the tests ran);
 - `witness-garbled`: a witness line the plugin did not write;
+- `exit-forced`: a command exited 0, but a pytest process in it never reached its normal
+  end after its session (no closing line: `os._exit` or a signal after the witness wrote
+  its line, e.g. from an `atexit` hook of the code under test);
 - the plugin's own tripwires (`outcome-rewritten`, `pytest-patched`, `plugin-registered`,
-  `tests-unaccounted`).
+  `trace-function`, `import-hook`, `test-code-replaced`, `tests-unaccounted`).
 
 A finding of a kind the *base* run shows too is the project's own harness at work (the
 base's code is already trusted) and is waived; gate/differential/runs.py does that, and
@@ -78,6 +81,16 @@ def assess(
                 )
             if writers:
                 last_for_report = writers[-1]
+            if cmd.exit_code == 0:
+                findings.extend(
+                    (
+                        "exit-forced",
+                        f"`{' '.join(cmd.argv)}` exited 0, but its pytest process (status "
+                        f"{s.exitstatus}) ended without its normal shutdown after the session",
+                    )
+                    for s in cmd.witness
+                    if not s.ended
+                )
             if spec.junit is None and cmd.exit_code == 0:
                 findings.extend(
                     (

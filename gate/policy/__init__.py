@@ -43,7 +43,6 @@ from gate.policy.paths import (
     glob_problem,
     is_ci_path,
     is_git_plumbing_path,
-    is_test_path,
 )
 from gate.policy.pinbump import MAX_LOOKUPS, PinTags, TagAnswer, lookups, pin_candidate, pin_moves
 
@@ -160,11 +159,12 @@ def binary_scan_paths(inventory: Sequence[InventoryEntry], *, max_bytes: int) ->
 
 def wants_base_file(entry: InventoryEntry) -> bytes | None:
     """The base path whose contents `evaluate(base_files=...)` wants for this entry: the
-    old side of a changed Python test file; None for anything else."""
+    old side of a changed Python file (tests: `tests-skipped`; other code:
+    `harness-tampering`); None for anything else."""
     old = entry.old_path or entry.path
     if entry.status in (ChangeStatus.ADDED, ChangeStatus.DELETED) or entry.binary:
         return None
-    return old if old.endswith(b".py") and is_test_path(old) else None
+    return old if old.endswith(b".py") else None
 
 
 def pin_lookups(
@@ -251,13 +251,14 @@ def evaluate(
     `binary_files` (optional) maps paths of binary files the patch adds or changes to
     their new contents (`binary_scan_paths` selects them, bounded): the secrets rules
     read them, since one NUL byte makes git call a private-key file binary.
-    `base_files` (optional) maps the old paths of changed Python test files to their
+    `base_files` (optional) maps the old paths of changed Python files to their
     contents in the base (`wants_base_file` selects them): `tests-skipped` then reads
-    both copies with `ast` (import aliases, marker objects, raised skip exceptions)
-    rather than line patterns. `thresholds` defaults to the spec's `policy.thresholds`.
-    `import_cache` (optional) holds the imports of files by git blob id, read and added
-    to by the blast radius (see `blast.ImportCache`); it changes no result.
-    `pin_tags` (optional) are the upstreams' answers to `pin_lookups`: with them a
+    both copies of a test file with `ast` (import aliases, marker objects, raised skip
+    exceptions) rather than line patterns, and `harness-tampering` does not count what
+    the base's copy of a file already did. `thresholds` defaults to the spec's
+    `policy.thresholds`. `import_cache` (optional) holds the imports of files by git blob
+    id, read and added to by the blast radius (see `blast.ImportCache`); it changes no
+    result. `pin_tags` (optional) are the upstreams' answers to `pin_lookups`: with them a
     change that only moves pins to newer released tags is `pin-bump-verified`; without
     them (a local run) such a change stays held and the finding says why.
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from gate.model import Decision
 from gate.policy.context import Check, Context, RawFinding, Rule
+from gate.policy.harness import check_harness_tampering
 from gate.policy.manifests import check_build_hook, check_dependency, check_lockfile_drift
 from gate.policy.paths import (
     check_binary_added,
@@ -120,6 +121,9 @@ CATALOG: tuple[tuple[Rule, Check], ...] = (
           check_tests_skipped),
     _rule("test-config-changed", H,
           "pytest's configuration changed: it decides which tests run and how", check_test_config),
+    _rule("harness-tampering", H,
+          "non-test code introspects or patches its test harness (pytest, unittest, tracing, "
+          "import hooks)", check_harness_tampering),
     _rule("assertions-removed", H,
           f"at least {ASSERTIONS_REMOVED_MIN} assertion(s) fewer in the tests (net, whole patch)",
           check_assertions_removed),

@@ -15,6 +15,7 @@ the log) is parsed here.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -33,6 +34,7 @@ __all__ = [
     "PYCACHE",
     "PROTECTED_UID",
     "Scanner",
+    "parse_end",
     "parse_session",
     "plugin_tar",
     "test_environment",
@@ -47,10 +49,11 @@ MAX_LINE = 1 << 20
 
 
 def parse_session(raw: bytes) -> WitnessSession | None:
-    """One witness line's JSON, or None when it is not one."""
+    """One witness line's JSON, or None when it is not one (nor a closing line)."""
     try:
         d = json.loads(raw)
         junit = d.get("junit") or {}
+        pid = d.get("pid")
         return WitnessSession(
             exitstatus=int(d["exitstatus"]),
             junit_path=str(junit["path"]) if junit.get("path") else None,
@@ -63,9 +66,23 @@ def parse_session(raw: bytes) -> WitnessSession | None:
                 (str(t["kind"]), str(t.get("detail", ""))) for t in d.get("tampered") or []
             ),
             xdist=bool(d.get("xdist")),
+            pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else 0,
+            ended=False,
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def parse_end(raw: bytes) -> int | None:
+    """The pid of a closing line (`{"v": 1, "end": PID}`), or None when it is not one."""
+    try:
+        d = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(d, dict) or set(d) != {"v", "end"}:
+        return None
+    pid = d["end"]
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
 
 
 @dataclass
@@ -75,7 +92,8 @@ class Scanner:
 
     More than `MAX_SESSIONS` lines, or a line that does not parse, is kept as a problem:
     the plugin writes one well-formed line per session, so anything else was written by
-    something else.
+    something else. A closing line (the plugin's last `atexit` hook) marks the sessions
+    of its process before it as ended normally.
     """
 
     sessions: list[WitnessSession] = field(default_factory=list)
@@ -113,6 +131,12 @@ class Scanner:
             i = found + len(_PATTERN)
 
     def _finish(self, raw: bytes) -> None:
+        pid = parse_end(raw)
+        if pid is not None:
+            self.sessions = [
+                dataclasses.replace(s, ended=True) if s.pid == pid else s for s in self.sessions
+            ]
+            return
         if len(self.sessions) >= MAX_SESSIONS:
             self._problem(f"more than {MAX_SESSIONS} witness lines")
             return

@@ -11,234 +11,873 @@ was written:
 
     ##[proofgate-witness] {"v": 1, "exitstatus": ..., "junit": {...}, ...}
 
+and, when the process ends normally (its last `atexit` hook), a closing line
+`##[proofgate-witness] {"v": 1, "end": PID}`: a process that ends with `os._exit` or a
+signal after its session has none.
+
 proofgate compares that line with what it reads back itself: the report's SHA-256 (a
 report rewritten after pytest wrote it, by an `atexit` hook or a process left behind,
 no longer matches), the session's exit status (a process that exits 0 although pytest
 counted failures), the conftest files pytest loaded (each must be a file of the tree,
 as committed) and the tripwires below. Code that runs inside pytest's process can in
-principle lie about that process; the witness makes the generic ways to do so visible:
+principle lie about that process; the witness makes the generic ways to do so visible
+(docs/security.md, "In-process tampering"):
 
-- `outcome-rewritten`: a test's call raised (not a skip or xfail) and its report says
-  passed;
+- `outcome-rewritten`: a test's call raised (not a skip or xfail), or a unittest-style
+  test reported a failure or error to its result, and its report says passed;
 - `outcome-rewritten` too: a report's outcome changed between the hook that made it and
   the hooks that report it (the JUnit writer among them);
-- `pytest-patched`: a function or class of pytest or pluggy, or a method of such a
-  class, was replaced after this plugin was loaded;
+- `pytest-patched`: a function or class of pytest, pluggy, unittest, the builtins or
+  this plugin, or a method of such a class, was replaced after this plugin was loaded,
+  seen at every report pytest logs (not only at the end), at the end of collection and
+  of the session; or the plugin manager's hook caller, or the implementations of a hook
+  after collection;
 - `plugin-registered`: a plugin other than a conftest was registered while the tests
   were collected or ran;
+- `trace-function`: a trace or profile function (`sys.settrace`, `sys.setprofile`,
+  `threading.settrace`, a frame's `f_trace`, a `sys.monitoring` tool) that was not there
+  when this plugin was loaded (a runner such as `coverage run` sets its own before);
+- `import-hook`: a `sys.meta_path` finder, or a `sys.path_hooks` hook, ahead of the
+  standard ones that was not there when this plugin was loaded (pytest's assertion
+  rewriter is installed before it);
+- `test-code-replaced`: a test function whose code is not what its file compiles to
+  (checked against the code pytest compiled when it imported the module), or, for a
+  test defined without decorators, code from elsewhere;
 - `tests-unaccounted`: the session ended with status 0 and a collected test never ran.
 
+Everything the witness uses to check and to write is bound when it is imported (before
+the tree's code runs): `os.write`, `hashlib`, its JSON encoder, `sys.gettrace`, and its
+state and checks live in closures, not in attributes the code under test could replace.
 Stdlib and pytest only; Python 3.7+ and pytest 5+ syntax (it runs in the project's
-image, whatever that has). It never imports proofgate. Nothing here changes what a
-test does or how pytest reports it.
+image, whatever that has). It never imports proofgate. Nothing here changes what a test
+does or how pytest reports it (the unittest observer calls through).
 """
 
+import ast
+import atexit
+import builtins
 import hashlib
 import json
+import operator
 import os
 import sys
+import threading
 import types
+import unittest  # noqa: F401 - loaded now, so its objects' identities are taken now
 
 import pytest
 
 MARKER = "##[proofgate-witness] "
 VERSION = 1
-_WATCHED = ("_pytest", "pytest", "pluggy", "proofgate_witness")
+_WATCHED = ("_pytest", "pytest", "pluggy", "unittest", "proofgate_witness")
 _MAX_LISTED = 50
 
+# --- bound at import, before any of the tree's code has run ---------------------------
 
-def _watched(module_name):
-    name = str(module_name or "")
-    return any(name == w or name.startswith(w + ".") for w in _WATCHED)
+_write = os.write
+_dup = os.dup
+_getpid = os.getpid
+_abspath = os.path.abspath
+_basename = os.path.basename
+_open = open
+_sha1 = hashlib.sha1
+_sha256 = hashlib.sha256
+_gettrace = sys.gettrace
+_getprofile = sys.getprofile
+_getframe = sys._getframe
+_is = operator.is_
+_getitem = operator.getitem
+_function_of = operator.attrgetter("function")
+_itemgetter = operator.itemgetter
+_isinstance = isinstance
+_getattr = getattr
+_id = id
+_len = len
+_str = str
+_int = int
+_repr = repr
+_sorted = sorted
+_list = list
+_all = all
+_map = map
+_vars = vars
+_type = type
+_parse = ast.parse
+_walk = ast.walk
+_FunctionDef = (ast.FunctionDef, ast.AsyncFunctionDef)
+_compile = compile
+_normpath = os.path.normpath
+_expanduser = os.path.expanduser
+_hookimpl = pytest.hookimpl
+_CodeType = types.CodeType
+_FunctionType = types.FunctionType
+_ModuleType = types.ModuleType
+try:
+    from json.encoder import c_encode_basestring_ascii as _quote
+except ImportError:  # pragma: no cover - CPython has the C encoder
+    from json.encoder import py_encode_basestring_ascii as _quote
+if _quote is None:  # pragma: no cover
+    from json.encoder import py_encode_basestring_ascii as _quote
+del json
 
+
+def _dumps(value):
+    """JSON of the line's plain values (dict, list, str, int, bool, None), sorted keys,
+    written with what was bound at import (json's own encoder looks names up later)."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if _isinstance(value, _str):
+        return _quote(value)
+    if _isinstance(value, _int):
+        return _int.__repr__(value)
+    if _isinstance(value, dict):
+        items = _sorted((_str(k), v) for k, v in value.items())
+        return "{" + ", ".join(_quote(k) + ": " + _dumps(v) for k, v in items) + "}"
+    if _isinstance(value, (_list, tuple)):
+        return "[" + ", ".join(_dumps(v) for v in value) + "]"
+    return _quote(_str(value))
+
+
+def _is_skip(exc):
+    names = {c.__name__ for c in _type(exc).__mro__}
+    return bool(names & {"Skipped", "XFailed", "SkipTest"})
+
+
+def _describe(obj):
+    """A stable name of a hook, tracer or finder: where its code is defined."""
+    func = _getattr(obj, "__func__", obj)
+    module = _getattr(func, "__module__", None)
+    qual = _getattr(func, "__qualname__", None)
+    if _isinstance(module, _str) and _isinstance(qual, _str):
+        return module + "." + qual
+    t = _type(obj)
+    return _str(_getattr(t, "__module__", "?")) + "." + _str(_getattr(t, "__qualname__", "?"))
+
+
+# --- the unittest result path ---------------------------------------------------------
+# A unittest-style test's failure reaches pytest through the unittest result (the item's
+# addFailure/addError), never as an exception out of its call: observe it there.
+
+_UNITTEST_FAILED = {}  # nodeid -> the exception's type name
+
+
+def _observe_unittest():
+    try:
+        from _pytest.unittest import TestCaseFunction
+    except ImportError:  # pragma: no cover
+        return
+    for name in ("addError", "addFailure"):
+        original = _vars(TestCaseFunction).get(name)
+        if not _isinstance(original, _FunctionType):
+            continue
+
+        def observer(self, testcase, rawexcinfo, *args, _original=original, **kwargs):
+            try:
+                exc = rawexcinfo[1]
+                if not _is_skip(exc):
+                    _UNITTEST_FAILED[self.nodeid] = _type(exc).__name__
+            except Exception:  # noqa: S110 - never change what the test does
+                pass
+            return _original(self, testcase, rawexcinfo, *args, **kwargs)
+
+        observer.__name__ = observer.__qualname__ = name
+        observer.__module__ = original.__module__
+        observer.__wrapped__ = original
+        setattr(TestCaseFunction, name, observer)
+
+
+# --- what pytest compiled ---------------------------------------------------------------
+# The code of every test module pytest rewrote, as pytest compiled it at import: a test
+# function's code must be one of its code objects.
+
+_COMPILED = {}  # filename -> module code object
+
+
+def _observe_compilation():
+    try:
+        import _pytest.assertion.rewrite as rewrite
+    except ImportError:  # pragma: no cover
+        return
+    for name in ("_rewrite_test", "_read_pyc"):  # pytest compiles, or reads its own cache
+        original = _vars(rewrite).get(name)
+        if _isinstance(original, _FunctionType):
+            setattr(rewrite, name, _recording(original))
+
+
+def _recording(original):
+    def observer(*args, **kwargs):
+        result = original(*args, **kwargs)
+        try:
+            code = result[-1] if _isinstance(result, tuple) else result
+            if _isinstance(code, _CodeType):
+                _COMPILED[code.co_filename] = code
+        except Exception:  # noqa: S110 - never change what pytest does
+            pass
+        return result
+
+    observer.__module__ = original.__module__
+    observer.__name__ = original.__name__
+    observer.__qualname__ = original.__qualname__
+    observer.__wrapped__ = original
+    return observer
+
+
+# --- identities: what was loaded when the witness was --------------------------------
 
 _METHODS = (types.FunctionType, classmethod, staticmethod, property)
 
 
-def _snapshot():
-    """Every function and class of the watched modules loaded now, and every method of
-    those classes, by identity."""
-    seen = {}
-    for name, module in list(sys.modules.items()):
-        if not isinstance(module, types.ModuleType) or not _watched(name):
+def _watched(module_name):
+    name = _str(module_name or "")
+    return any(name == w or name.startswith(w + ".") for w in _WATCHED)
+
+
+def _identity_table():
+    """Every function and class of the watched modules loaded now (and the builtins),
+    and every method of those classes: [(label, mapping, keys, values, getter)], one row
+    per module or class, so a check is one C-level lookup and comparison per row."""
+    rows = []
+    seen = set()
+
+    def row(label, mapping, wanted, owner):
+        keys = tuple(wanted)
+        if not keys or _id(owner) in seen:
+            return
+        seen.add(_id(owner))
+        if _len(keys) == 1:
+            keys = keys * 2  # itemgetter of one key returns the value, not a tuple
+        rows.append((label, mapping, keys, tuple(mapping[k] for k in keys), _itemgetter(*keys)))
+
+    for name, module in _list(sys.modules.items()):
+        if not _isinstance(module, _ModuleType) or not _watched(name):
             continue
-        for attr, value in list(vars(module).items()):
-            if not _watched(getattr(value, "__module__", "")):
+        d = _vars(module)
+        wanted = []
+        for attr, value in _list(d.items()):
+            if not _watched(_getattr(value, "__module__", "")):
                 continue
-            if isinstance(value, types.FunctionType):
-                seen[(name, attr)] = value
-            elif isinstance(value, type):
-                seen[(name, attr)] = value
-                owner = f"{value.__module__}.{value.__qualname__}"
-                for method, impl in list(vars(value).items()):
-                    if isinstance(impl, _METHODS):
-                        seen[(owner, method)] = impl
-    return seen
+            if _isinstance(value, (_FunctionType, _type)):
+                wanted.append(attr)
+            if _isinstance(value, _type):
+                owner = value.__module__ + "." + value.__qualname__
+                methods = [m for m, impl in _vars(value).items() if _isinstance(impl, _METHODS)]
+                row(owner, _vars(value), methods, value)
+        row(name, d, wanted, module)
+    b = _vars(builtins)
+    kinds = (types.BuiltinFunctionType, _type)
+    hot = [k for k in _HOT_BUILTINS if k in b]
+    rows.append(("builtins", b, (*hot, *hot), (*(b[k] for k in hot),) * 2, None))
+    row("builtins", b, [k for k, v in b.items() if _isinstance(v, kinds) and k not in hot], b)
+    return rows
+
+
+def _group(rows):
+    """Rows flattened into one (labels, mappings, keys, values): a check of the group is
+    one C-level pass of lookups and one of identity comparisons, whatever its size."""
+    labels, maps, keys, values = [], [], [], []
+    for label, mapping, ks, vs, _ in rows:
+        for k, v in zip(ks, vs):  # noqa: B905 - Python 3.7+
+            labels.append(label)
+            maps.append(mapping)
+            keys.append(k)
+            values.append(v)
+    return (tuple(labels), tuple(maps), tuple(keys), tuple(values))
+
+
+def _changed(group):
+    """Dotted names of the group's objects that are not what they were."""
+    labels, maps, keys, values = group
+    try:
+        now = tuple(_map(_getitem, maps, keys))
+    except Exception:  # noqa: BLE001 - a key deleted: find which below
+        now = None
+    if now is not None and _all(_map(_is, now, values)):
+        return []
+    out = []
+    for label, mapping, k, v in zip(labels, maps, keys, values):  # noqa: B905
+        name = label + "." + k
+        if mapping.get(k, None) is not v and name not in out:
+            out.append(name)
+    return out
+
+
+def _tracer_key(t):
+    if t is None:
+        return None
+    owner = _getattr(t, "__self__", None)
+    func = _getattr(t, "__func__", None)
+    if owner is not None and func is not None:  # a bound method: the same tracer object
+        return (_id(owner), _id(func))
+    return (_id(t),)
+
+
+def _tracers():
+    """(what, key, object) of every trace and profile function set now."""
+    out = []
+    for what, t in (("sys.settrace", _gettrace()), ("sys.setprofile", _getprofile())):
+        if t is not None:
+            out.append((what, _tracer_key(t), t))
+    for what, attr in (
+        ("threading.settrace", "_trace_hook"),
+        ("threading.setprofile", "_profile_hook"),
+    ):
+        t = _getattr(threading, attr, None)
+        if t is not None:
+            out.append((what, _tracer_key(t), t))
+    monitoring = _getattr(sys, "monitoring", None)
+    if monitoring is not None:
+        for tool in range(6):
+            name = monitoring.get_tool(tool)
+            if name is not None:
+                out.append(("sys.monitoring", ("tool", tool, name), name))
+    return out
+
+
+def _finders():
+    """Finders ahead of the standard path finder, and hooks ahead of FileFinder's."""
+    out = []
+    for f in _list(sys.meta_path):
+        if _getattr(f, "__name__", "") == "PathFinder" and _getattr(f, "__module__", "").startswith(
+            ("_frozen_importlib", "importlib")
+        ):
+            break
+        out.append(("sys.meta_path", f))
+    for h in _list(sys.path_hooks):
+        if "FileFinder" in _getattr(h, "__qualname__", ""):
+            break
+        out.append(("sys.path_hooks", h))
+    return out
+
+
+def _frame_tracers():
+    out = set()
+    frame = _getframe(0)
+    while frame is not None:
+        if frame.f_trace is not None:
+            out.add(_tracer_key(frame.f_trace))
+        frame = frame.f_back
+    return out
+
+
+_BASE_TRACERS = set()
+_BASE_FINDERS = []  # kept alive: identities stay meaningful
+_BASE_ROWS = []
+_REBASED = []
+_FD = None
+
+
+def _from_pytest(value):
+    func = _getattr(value, "fget", None) or _getattr(value, "__func__", None) or value
+    module = _str(_getattr(func, "__module__", "") or "")
+    return module == "_pytest" or module.startswith("_pytest.")
+
+
+@_hookimpl
+def pytest_load_initial_conftests(early_config):
+    """The last moment before the first conftest (and what it imports) is loaded: what
+    pytest's own plugins replaced since the witness was imported (legacypath adds its
+    properties to Config and Node here) is pytest's, and the trace functions and
+    import hooks set by then (pytest-cov starts coverage here) are the environment's."""
+    if _REBASED:
+        return  # an inner session (pytest.main inside a test): not a baseline
+    _REBASED.append(True)
+    for i, (label, mapping, keys, values, get) in enumerate(_BASE_ROWS):
+        now = tuple(mapping.get(k, v) for k, v in zip(keys, values))  # noqa: B905
+        if not _all(_map(_is, now, values)):
+            kept = tuple(n if n is not v and _from_pytest(n) else v for n, v in zip(now, values))  # noqa: B905
+            _BASE_ROWS[i] = (label, mapping, keys, kept, get)
+    _BASE_TRACERS.update(key for _, key, _ in _tracers())
+    _BASE_TRACERS.update(_frame_tracers())
+    _BASE_FINDERS.extend(f for _, f in _finders() if not any(f is b for b in _BASE_FINDERS))
+
+
+# Objects on the way from a test to its report, checked before every test; the rest a
+# share at a time (every object at least every `_SHARES` tests), and all of them after
+# collection and at the end.
+_HOT = frozenset(
+    {
+        "_pytest.runner",
+        "_pytest.runner.CallInfo",
+        "_pytest.reports.BaseReport",
+        "_pytest.reports.TestReport",
+        "_pytest.python.Function",
+        "_pytest.unittest.TestCaseFunction",
+        "_pytest.junitxml._NodeReporter",
+        "_pytest.skipping",
+        "pluggy._callers",
+        "pluggy._hooks.HookCaller",
+        "pluggy._hooks._HookCaller",
+        "pluggy._hooks.HookImpl",
+        "pluggy._result.Result",
+        "pluggy._result._Result",
+    }
+)
+_SHARES = 32
+# the builtins the code under test would replace to lie (a failed `assert` raises the
+# AssertionError it finds in builtins); the others are checked a share at a time
+_HOT_BUILTINS = (
+    "AssertionError",
+    "BaseException",
+    "Exception",
+    "__import__",
+    "__build_class__",
+    "compile",
+    "exec",
+    "getattr",
+    "isinstance",
+    "issubclass",
+    "open",
+    "print",
+    "super",
+    "type",
+)
+
+# Hooks on the way from a test to its report (and the report to the JUnit file).
+_JUDGING_HOOKS = (
+    "pytest_runtest_",
+    "pytest_pyfunc_call",
+    "pytest_report_",
+    "pytest_terminal_summary",
+    "pytest_sessionfinish",
+    "pytest_exception_interact",
+)
+
+
+def _make_guard(flag):
+    """The per-check tripwires, as closures over what was bound at import.
+
+    `flag(kind, detail)` records a finding. Returns (check, set_baseline): `check(when)`
+    runs every tripwire; `set_baseline()` takes the identities to compare with (called
+    once, when the witness is configured).
+    """
+    state = {"hot": _group([]), "cold": [_group([])] * _SHARES, "turn": 0}
+    state.update(hooks=None, pm=None, hookexec=None)
+    base_tracers = _BASE_TRACERS
+    base_finders = _BASE_FINDERS
+
+    def set_baseline(pm):
+        # the identities taken at import, plus modules pytest loaded since (its own)
+        known = {row[0] for row in _BASE_ROWS}
+        rows = _BASE_ROWS + [r for r in _identity_table() if r[0] not in known]
+        hot = [
+            r
+            for r in rows
+            if r[0] in _HOT and r[4] is not None or r[0] == "builtins" and r[4] is None
+        ]
+        cold = [r for r in rows if not any(r is h for h in hot)]
+        state["hot"] = _group(hot)
+        state["cold"] = [_group(cold[i::_SHARES]) for i in range(_SHARES)]
+        state["pm"] = pm
+        state["hookexec"] = _getattr(pm, "_inner_hookexec", None)
+
+    def freeze_hooks():
+        """The implementations of every hook, once collection is done."""
+        pm = state["pm"]
+        hooks = {}
+        for name, caller in _list(_vars(pm.hook).items()):
+            if not name.startswith(_JUDGING_HOOKS):
+                continue
+            impls = _getattr(caller, "get_hookimpls", None)
+            if impls is None:
+                continue
+            got = tuple(impls())
+            hooks[name] = (caller, got, tuple(i.function for i in got))
+        state["hooks"] = hooks
+
+    def check(full):
+        """Every tripwire; the identities all (`full`), or those on the way from a test
+        to its report and a rotating share of the rest (each every `_SHARES` tests), and
+        the hooks and the stack's frames every fourth test."""
+        if full:
+            groups = [state["hot"], *state["cold"]]
+        else:
+            turn = state["turn"] = (state["turn"] + 1) % _SHARES
+            groups = [state["hot"], state["cold"][turn]]
+        deep = full or turn % 4 == 0
+        for group in groups:
+            for name in _changed(group):
+                flag("pytest-patched", name)
+        pm = state["pm"]
+        if pm is not None and _getattr(pm, "_inner_hookexec", None) is not state["hookexec"]:
+            flag("pytest-patched", "the plugin manager's hook caller")
+        hooks = state["hooks"]
+        if hooks is not None and deep:
+            current = _vars(pm.hook)
+            for name, (caller, impls, functions) in hooks.items():
+                now = current.get(name)
+                if now is not caller:
+                    flag("pytest-patched", "hook " + name + " (its caller replaced)")
+                    continue
+                got = caller.get_hookimpls()
+                same = _len(got) == _len(impls) and _all(_map(_is, got, impls))
+                if not (same and _all(_map(_is, _map(_function_of, got), functions))):
+                    flag("pytest-patched", "hook " + name + " (its implementations changed)")
+        for what, key, t in _tracers():
+            if key not in base_tracers:
+                flag("trace-function", what + ": " + _describe(t))
+        frame = _getframe(0) if deep else None
+        while frame is not None:
+            t = frame.f_trace
+            if t is not None and _tracer_key(t) not in base_tracers:
+                flag("trace-function", "f_trace of a frame: " + _describe(t))
+            frame = frame.f_back
+        for what, f in _finders():
+            if not any(f is b for b in base_finders):
+                flag("import-hook", what + ": " + _describe(f))
+
+    return check, set_baseline, freeze_hooks
+
+
+def _make_code_check(flag, rootdir, config):
+    """`check(item)`: the test function pytest runs is the code its file compiles to."""
+    index = {}  # filename -> {(name, firstlineno): code}, or None (not readable)
+    decorated = {}  # filename -> names of functions defined with decorators
+    seen = set()
+
+    def codes_of(filename, module):
+        if filename in index:
+            return index[filename]
+        code = _COMPILED.get(filename)
+        if code is None:  # not rewritten by pytest (or not through the hook): compile it
+            code = _compile_file(filename, "@py_builtins" in _vars(module), config)
+        found = None
+        if code is not None:
+            found = {}
+            stack = [code]
+            while stack:
+                c = stack.pop()
+                found[(c.co_name, c.co_firstlineno)] = c
+                stack.extend(k for k in c.co_consts if _isinstance(k, _CodeType))
+        index[filename] = found
+        return found
+
+    def check(item):
+        module = _getattr(item, "module", None)
+        fn = _getattr(item, "obj", None)
+        path = _str(_getattr(item, "path", None) or _getattr(item, "fspath", ""))
+        if module is None or fn is None or not path:
+            return
+        func = _getattr(fn, "__func__", fn)
+        key = (_id(func), path)
+        if key in seen:
+            return
+        seen.add(key)
+        name = _getattr(item, "originalname", None) or item.name.split("[")[0]
+        where = _relative(path, rootdir) + "::" + name
+        code = _getattr(func, "__code__", None)
+        codes = codes_of(path, module)
+        if codes is None:
+            return
+        if not _isinstance(code, _CodeType):
+            flag("test-code-replaced", where + " is not a function (" + _describe(fn) + ")")
+            return
+        if code.co_filename != path:
+            if path not in decorated:  # rare: read the file's decorators only now
+                decorated[path] = _decorated_names(path)
+            if name not in decorated[path]:
+                flag(
+                    "test-code-replaced",
+                    where + " runs " + _relative(code.co_filename, rootdir) + ":" + code.co_name,
+                )
+            return
+        mine = codes.get((code.co_name, code.co_firstlineno))
+        if mine is None or mine != code:
+            flag(
+                "test-code-replaced",
+                where + " is not what " + _relative(path, rootdir) + " compiles to",
+            )
+
+    return check
+
+
+def _compile_file(filename, rewritten, config):
+    try:
+        with _open(filename, "rb") as f:
+            source = f.read()
+        tree = _parse(source, filename=filename)
+        if rewritten:
+            from _pytest.assertion.rewrite import rewrite_asserts
+
+            rewrite_asserts(tree, source, filename, config)
+        return _compile(tree, filename, "exec", dont_inherit=True)
+    except Exception:  # noqa: BLE001 - unreadable: not judged here
+        return None
+
+
+def _decorated_names(filename):
+    """Functions of a file defined with a decorator other than pytest's marks and
+    fixtures (which return the function itself): what they run may be a wrapper."""
+    try:
+        with _open(filename, "rb") as f:
+            tree = _parse(f.read(), filename=filename)
+    except Exception:  # noqa: BLE001
+        return set()
+    out = set()
+    for node in _walk(tree):
+        if _isinstance(node, _FunctionDef):
+            for dec in node.decorator_list:
+                if not _is_mark(dec):
+                    out.add(node.name)
+                    break
+    return out
+
+
+def _is_mark(node):
+    """`@pytest.mark.x(...)`, `@mark.x`: a decorator that returns the function itself."""
+    while _isinstance(node, (ast.Call, ast.Attribute)):
+        node = node.func if _isinstance(node, ast.Call) else node.value
+        if _isinstance(node, ast.Attribute) and node.attr == "mark":
+            return True
+    return _isinstance(node, ast.Name) and node.id == "mark"
+
+
+def _relative(path, rootdir):
+    prefix = rootdir.rstrip("/") + "/"
+    return path[_len(prefix) :] if path.startswith(prefix) else path
 
 
 def _blob_id(path):
     """The git blob id of a file's content (what proofgate compares with the tree)."""
     try:
-        with open(path, "rb") as f:
+        with _open(path, "rb") as f:
             data = f.read()
     except OSError:
         return None
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324 - git's id
+    return _sha1(b"blob %d\0" % _len(data) + data).hexdigest()  # noqa: S324 - git's id
 
 
-class Witness:
-    def __init__(self, config):
-        self.config = config
-        try:  # standard output as pytest started (capture is suspended here)
-            self.fd = os.dup(1)
-        except OSError:
-            self.fd = None
-        self.snapshot = _snapshot()
-        pm = config.pluginmanager
-        self.hookexec = getattr(pm, "_inner_hookexec", None)
-        self.collecting = False
-        self.tampered = []
-        self.raised = {}  # nodeid -> the call raised (not a skip)
-        self.ran = set()
-        self.items = []
-        self.conftests = {}
-        self.late_plugins = []
-        self.counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
-        self.reported = {}  # (nodeid, when) -> the outcome makereport returned
-        self.emitted = False
+# --- the closing line -------------------------------------------------------------------
+# Registered at import, before the tree's code can register its own hooks: atexit runs
+# last-registered first, so this runs after them, when the process ends normally.
 
-    def _flag(self, kind, detail):
-        if len(self.tampered) < _MAX_LISTED:
-            self.tampered.append({"kind": kind, "detail": str(detail)[:300]})
+_CHANNEL = []  # [fd, pid] once a session has written its line
 
-    # --- hooks ------------------------------------------------------------------------
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_plugin_registered(self, plugin, manager):
-        if not self.collecting:
+def _closing():
+    if not _CHANNEL:
+        return
+    fd, pid = _CHANNEL[0], _CHANNEL[1]
+    if _getpid() != pid:
+        return  # a forked child's exit is not pytest's
+    data = ("\n" + MARKER + _dumps({"v": VERSION, "end": pid}) + "\n").encode()
+    try:
+        _write(fd, data)
+    except OSError:
+        pass
+
+
+# --- the witness ------------------------------------------------------------------------
+
+
+def _make_witness(config):
+    """The plugin object: its hooks are closures over its state and the guard."""
+    fd = _FD
+    tampered = []
+    st = {"collecting": False, "items": [], "emitted": False}
+    raised = {}  # nodeid -> the call raised (not a skip)
+    ran = set()
+    conftests = {}
+    counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
+    reported = {}  # (nodeid, when) -> the outcome makereport returned
+    flagged = set()
+    rootdir = _str(_getattr(config, "rootpath", None) or _getattr(config, "rootdir", ""))
+
+    def flag(kind, detail):
+        key = (kind, _str(detail)[:300])
+        if key in flagged or _len(tampered) >= _MAX_LISTED:
             return
-        path = getattr(plugin, "__file__", None)
-        if isinstance(plugin, types.ModuleType) and path:
-            if os.path.basename(path) in ("conftest.py", "conftest.pyc"):
-                self.conftests[os.path.abspath(path)] = _blob_id(path)
+        flagged.add(key)
+        tampered.append({"kind": key[0], "detail": key[1]})
+
+    check, set_baseline, freeze_hooks = _make_guard(flag)
+    check_code = _make_code_check(flag, rootdir, config)
+    pm = config.pluginmanager
+    function_type = _function_type()
+
+    @_hookimpl(tryfirst=True)
+    def pytest_plugin_registered(plugin, manager):
+        if not st["collecting"]:
+            return
+        path = _getattr(plugin, "__file__", None)
+        if _isinstance(plugin, _ModuleType) and path:
+            if _basename(path) in ("conftest.py", "conftest.pyc"):
+                conftests[_abspath(path)] = _blob_id(path)
                 return
-        self._flag("plugin-registered", getattr(plugin, "__name__", type(plugin).__name__))
+        flag("plugin-registered", _getattr(plugin, "__name__", _type(plugin).__name__))
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_collection(self, session):
-        self.collecting = True
+    @_hookimpl(tryfirst=True)
+    def pytest_collection(session):
+        st["collecting"] = True
         # conftests loaded before collection (initial ones) count the same
-        for plugin in list(self.config.pluginmanager.get_plugins()):
-            path = getattr(plugin, "__file__", None)
-            if isinstance(plugin, types.ModuleType) and path:
-                if os.path.basename(path) == "conftest.py":
-                    self.conftests[os.path.abspath(path)] = _blob_id(path)
+        for plugin in _list(pm.get_plugins()):
+            path = _getattr(plugin, "__file__", None)
+            if _isinstance(plugin, _ModuleType) and path:
+                if _basename(path) == "conftest.py":
+                    conftests[_abspath(path)] = _blob_id(path)
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, session, config, items):
-        self.items = [item.nodeid for item in items]
+    @_hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_make_collect_report(collector):
+        yield
+        check(False)
 
-    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_runtest_call(self, item):
+    @_hookimpl(trylast=True)
+    def pytest_collection_modifyitems(session, config, items):
+        st["items"] = [item.nodeid for item in items]
+
+    @_hookimpl(trylast=True)
+    def pytest_collection_finish(session):
+        check(True)
+        freeze_hooks()
+
+    @_hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(item, nextitem):
+        # Between tests: what a test's own fixtures patch (monkeypatch) is undone by its
+        # teardown; what the code under test patched from its import is seen before the
+        # first test runs, however it is restored later (after the last: at the end).
+        check(False)
+        yield
+
+    @_hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_call(item):
+        if function_type is not None and _isinstance(item, function_type):
+            check_code(item)
         outcome = yield
         excinfo = outcome.excinfo
         if excinfo is not None and not _is_skip(excinfo[1]):
-            self.raised[item.nodeid] = excinfo[0].__name__
+            raised[item.nodeid] = excinfo[0].__name__
 
-    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-    def pytest_runtest_makereport(self, item, call):
+    @_hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(item, call):
         outcome = yield
         report = outcome.get_result()
-        self.ran.add(item.nodeid)
-        self.reported[(item.nodeid, call.when)] = report.outcome
-        if call.when == "call" and item.nodeid in self.raised:
-            if report.passed and not hasattr(report, "wasxfail"):
-                self._flag(
-                    "outcome-rewritten",
-                    f"{item.nodeid} raised {self.raised[item.nodeid]}, its report says passed",
-                )
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_runtest_logreport(self, report):
-        made = self.reported.get((report.nodeid, report.when))
-        if made is not None and made != report.outcome:
-            self._flag(
+        ran.add(item.nodeid)
+        reported[(item.nodeid, call.when)] = report.outcome
+        if call.when != "call" or not report.passed or hasattr(report, "wasxfail"):
+            return
+        if item.nodeid in raised:
+            flag(
                 "outcome-rewritten",
-                f"{report.nodeid} {report.when}: made {made}, reported {report.outcome}",
+                item.nodeid + " raised " + raised[item.nodeid] + ", its report says passed",
+            )
+        failed = _UNITTEST_FAILED.get(item.nodeid)
+        if failed is not None:
+            flag(
+                "outcome-rewritten",
+                item.nodeid + " reported " + failed + " to its unittest result, "
+                "its report says passed",
+            )
+
+    @_hookimpl(trylast=True)
+    def pytest_runtest_logreport(report):
+        made = reported.get((report.nodeid, report.when))
+        if made is not None and made != report.outcome:
+            flag(
+                "outcome-rewritten",
+                report.nodeid
+                + " "
+                + report.when
+                + ": made "
+                + made
+                + ", reported "
+                + report.outcome,
             )
         if report.when == "call" or (report.when == "setup" and not report.passed):
             if report.passed:
-                self.counts["passed"] += 1
+                counts["passed"] += 1
             elif report.skipped:
-                self.counts["skipped"] += 1
+                counts["skipped"] += 1
             elif report.when == "call":
-                self.counts["failed"] += 1
+                counts["failed"] += 1
             else:
-                self.counts["error"] += 1
+                counts["error"] += 1
         elif report.when == "teardown" and report.failed:
-            self.counts["error"] += 1
+            counts["error"] += 1
 
-    @pytest.hookimpl(hookwrapper=True, trylast=True)
-    def pytest_sessionfinish(self, session, exitstatus):
+    @_hookimpl(hookwrapper=True, trylast=True)
+    def pytest_sessionfinish(session, exitstatus):
         yield  # the JUnit report is written by now (junitxml's own sessionfinish)
-        self._emit(session)
+        emit(session)
 
-    # --- the line -----------------------------------------------------------------------
-
-    def _checks(self, session):
-        now = _snapshot()
-        old = self.snapshot.items()
-        changed = sorted({"{}.{}".format(*k) for k, v in old if now.get(k) is not v})
-        for name in changed:
-            self._flag("pytest-patched", name)
-        pm = self.config.pluginmanager
-        if getattr(pm, "_inner_hookexec", None) is not self.hookexec:
-            self._flag("pytest-patched", "the plugin manager's hook caller")
-        status = int(getattr(session, "exitstatus", 0) or 0)
-        if status == 0 and not getattr(self.config, "workerinput", None):
-            if not getattr(self.config.option, "collectonly", False):
-                missing = [n for n in self.items if n not in self.ran]
-                if missing and not _xdist(self.config):
-                    self._flag("tests-unaccounted", ", ".join(missing[:5]))
-
-    def _emit(self, session):
-        if self.emitted:
+    def unaccounted(session):
+        status = _int(_getattr(session, "exitstatus", 0) or 0)
+        if status != 0 or _getattr(config, "workerinput", None):
             return
-        self.emitted = True
-        self._checks(session)
-        xmlpath = getattr(self.config.option, "xmlpath", None)
+        if _getattr(config.option, "collectonly", False) or _xdist(config):
+            return
+        missing = [n for n in st["items"] if n not in ran]
+        if missing:
+            flag("tests-unaccounted", ", ".join(missing[:5]))
+
+    def emit(session):
+        if st["emitted"]:
+            return
+        st["emitted"] = True
+        check(True)
+        unaccounted(session)
+        xmlpath = _getattr(config.option, "xmlpath", None)
         junit = None
         if xmlpath:
-            path = os.path.abspath(os.path.normpath(os.path.expanduser(xmlpath)))
+            path = _abspath(_normpath(_expanduser(xmlpath)))
             digest = None
             try:
-                with open(path, "rb") as f:
-                    digest = hashlib.sha256(f.read()).hexdigest()
+                with _open(path, "rb") as f:
+                    digest = _sha256(f.read()).hexdigest()
             except OSError:
                 pass
             junit = {"path": path, "sha256": digest}
         line = {
             "v": VERSION,
-            "pid": os.getpid(),
-            "exitstatus": int(getattr(session, "exitstatus", 0) or 0),
+            "pid": _getpid(),
+            "exitstatus": _int(_getattr(session, "exitstatus", 0) or 0),
             "junit": junit,
-            "counts": self.counts,
-            "conftests": [[p, b] for p, b in sorted(self.conftests.items())],
-            "tampered": self.tampered,
-            "xdist": _xdist(self.config),
+            "counts": counts,
+            "conftests": [[p, b] for p, b in _sorted(conftests.items())],
+            "tampered": tampered,
+            "xdist": _xdist(config),
         }
-        data = ("\n" + MARKER + json.dumps(line, sort_keys=True) + "\n").encode()
-        if self.fd is None:
+        data = ("\n" + MARKER + _dumps(line) + "\n").encode()
+        if fd is None:
             return
         try:
-            os.write(self.fd, data)
+            _write(fd, data)
         except OSError:
-            pass
+            return
+        if not _CHANNEL:
+            _CHANNEL.extend((fd, _getpid()))
+
+    set_baseline(pm)
+    hooks = {
+        "pytest_plugin_registered": pytest_plugin_registered,
+        "pytest_collection": pytest_collection,
+        "pytest_make_collect_report": pytest_make_collect_report,
+        "pytest_collection_modifyitems": pytest_collection_modifyitems,
+        "pytest_collection_finish": pytest_collection_finish,
+        "pytest_runtest_protocol": pytest_runtest_protocol,
+        "pytest_runtest_call": pytest_runtest_call,
+        "pytest_runtest_makereport": pytest_runtest_makereport,
+        "pytest_runtest_logreport": pytest_runtest_logreport,
+        "pytest_sessionfinish": pytest_sessionfinish,
+    }
+    plugin = _Plugin()
+    for name, hook in hooks.items():
+        setattr(plugin, name, hook)
+    return plugin
 
 
-def _is_skip(exc):
-    names = {c.__name__ for c in type(exc).__mro__}
-    return bool(names & {"Skipped", "XFailed", "SkipTest"})
+class _Plugin:
+    """The witness as pytest sees it: hooks set on the instance (closures)."""
+
+
+def _function_type():
+    try:
+        from _pytest.python import Function
+    except ImportError:  # pragma: no cover
+        return None
+    return Function
 
 
 def _xdist(config):
@@ -250,6 +889,60 @@ def _xdist(config):
 
 
 def pytest_configure(config):
-    if getattr(config, "workerinput", None) is not None:
+    if _getattr(config, "workerinput", None) is not None:
         return  # an xdist worker: its standard output is the controller's channel
-    config.pluginmanager.register(Witness(config), "proofgate-witness")
+    config.pluginmanager.register(_make_witness(config), "proofgate-witness")
+
+
+def _start():
+    """What the witness takes when it is imported (pytest's start-up, before any conftest
+    or test module, before capture): the identities, trace functions and import hooks
+    there are now (a runner's: `coverage run -m pytest` sets its trace function before
+    pytest starts), the standard output, the observers, the closing hook."""
+    global _FD
+    _observe_unittest()
+    _observe_compilation()
+    _BASE_TRACERS.update(key for _, key, _ in _tracers())
+    _BASE_TRACERS.update(_frame_tracers())
+    _BASE_FINDERS.extend(f for _, f in _finders())
+    _BASE_ROWS.extend(_identity_table())
+    try:
+        _FD = _dup(1)
+    except OSError:
+        _FD = None
+    atexit.register(_closing)
+
+
+def _private():
+    """This module's functions, re-homed in a namespace of their own whose builtins are
+    a copy taken now: replacing `proofgate_witness._write` or `builtins.isinstance`
+    later changes nothing the witness runs."""
+    g = dict(globals())
+    g["__builtins__"] = dict(_vars(builtins))
+    for name, value in _list(g.items()):
+        if _isinstance(value, _FunctionType) and value.__module__ == __name__:
+            copy = _FunctionType(
+                value.__code__, g, value.__name__, value.__defaults__, value.__closure__
+            )
+            copy.__kwdefaults__ = value.__kwdefaults__
+            copy.__qualname__ = value.__qualname__
+            copy.__doc__ = value.__doc__
+            copy.__dict__.update(value.__dict__)  # pytest's hookimpl marks
+            g[name] = copy
+    return g
+
+
+def _install(module_globals):
+    """Leave the module only its hooks (the re-homed ones) and its marker."""
+    g = _private()
+    keep = {"__name__", "__doc__", "__file__", "__spec__", "__loader__", "__package__"}
+    keep |= {"__builtins__", "__cached__", "MARKER", "VERSION"}
+    for name in _list(module_globals):
+        if name not in keep:
+            del module_globals[name]
+    module_globals["pytest_configure"] = g["pytest_configure"]
+    module_globals["pytest_load_initial_conftests"] = g["pytest_load_initial_conftests"]
+    g["_start"]()
+
+
+_install(globals())

@@ -1732,8 +1732,19 @@ def by_id(case_id: str) -> Case:
 
 # Attacks on the evidence (SPEC §3.2) live in their own module and count here.
 from tests.attacks.environment import ENVIRONMENT_CASES  # noqa: E402
-from tests.attacks.evidence import EVIDENCE_CASES, WITNESS_CASES  # noqa: E402
+from tests.attacks.evidence import EVIDENCE_CASES, IN_PROCESS_CASES, WITNESS_CASES  # noqa: E402
 
-CASES = (*ATTACKS, *EVIDENCE_CASES, *WITNESS_CASES, *ENVIRONMENT_CASES, *HONEST)
+_LIES = tuple(c for c in IN_PROCESS_CASES if c.kind == "attack")
+_LIES_HONEST = tuple(c for c in IN_PROCESS_CASES if c.kind == "honest")
+# attacks before honest changes
+CASES = (
+    *ATTACKS,
+    *EVIDENCE_CASES,
+    *WITNESS_CASES,
+    *_LIES,
+    *ENVIRONMENT_CASES,
+    *HONEST,
+    *_LIES_HONEST,
+)
 ATTACKS = tuple(c for c in CASES if c.kind == "attack")
 HONEST = tuple(c for c in CASES if c.kind == "honest")

@@ -18,6 +18,7 @@ from tests.attacks.corpus import (
     CALC_BROKEN,
     FAILED,
     FAKE_JUNIT,
+    HELD,
     INCONCLUSIVE,
     PYTEST,
     Built,
@@ -25,9 +26,11 @@ from tests.attacks.corpus import (
     F,
     Workspace,
     _attack,
+    _honest,
     base_tree,
     config,
     simple,
+    wants_finding,
     wants_reason,
     with_inspect,
 )
@@ -367,6 +370,336 @@ WITNESS_CASES: tuple[Case, ...] = (
         F({FAILED}),
         _in_process(
             PLANT_CONFTEST, _JUNIT_CFG, **_later_files(), **{"zz/test_add.py": TEST_ADD_LATER}
+        ),
+    ),
+)
+
+
+# --- in-process lies (issue 27): the code under test rewrites its judge ---------------
+# Each of these made a broken change PROVEN before. Most are judged twice: with
+# `harness-tampering` allowed (the witness alone contains it: evidence-tampered) and
+# under the default policy (the static rule holds the change before anything runs).
+
+_LAX = "policy:\n  rules:\n    harness-tampering: allow\n"
+_JUNIT_CHECK = f"  - {{name: unit, test: [{_PYTEST_JUNIT}], junit: reports/junit.xml}}\n"
+_JUNIT_LAX = config(_JUNIT_CHECK, policy=_LAX)
+TEST_CALC_UNITTEST = (
+    b"import unittest\n\nfrom calc import add\n\n\nclass TestAdd(unittest.TestCase):\n"
+    b"    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n"
+)
+# unittest's assertions made no-ops (the base's tests are unittest.TestCase classes)
+UNITTEST_ASSERT_NOOP = """import unittest
+unittest.TestCase.assertEqual = lambda self, first, second, msg=None: None
+"""
+# a trace function on the importing test module's frame: when the module has run, its
+# test functions are wrapped so that an AssertionError passes; tracing then switched off
+FTRACE_WRAPS_TESTS = """import sys
+def _wrap(f):
+    def test(*a, **k):
+        try:
+            f(*a, **k)
+        except AssertionError:
+            pass
+    test.__name__ = f.__name__
+    return test
+_f = sys._getframe(1)
+while _f is not None and not str(_f.f_globals.get("__name__", "")).startswith("test"):
+    _f = _f.f_back
+def _tracer(frame, event, arg):
+    if frame is _f and event == "return":
+        g = frame.f_globals
+        for name, v in list(g.items()):
+            if name.startswith("test") and callable(v):
+                g[name] = _wrap(v)
+        sys.settrace(None)
+    return _tracer
+if _f is not None:
+    _f.f_trace = _tracer
+    sys.settrace(lambda *a: None)
+"""
+# a finder ahead of pytest's assertion rewriter compiles test modules with `assert`
+# replaced by `pass` (the base's conftest imports the package first)
+META_PATH_DROPS_ASSERTS = """import ast, sys, importlib.machinery
+class _Loader:
+    def __init__(self, origin):
+        self.origin = origin
+    def create_module(self, spec):
+        return None
+    def exec_module(self, module):
+        tree = ast.parse(open(self.origin).read())
+        for node in ast.walk(tree):
+            for _field, value in ast.iter_fields(node):
+                if isinstance(value, list):
+                    value[:] = [
+                        ast.copy_location(ast.Pass(), v) if isinstance(v, ast.Assert) else v
+                        for v in value
+                    ]
+        exec(compile(tree, self.origin, "exec"), module.__dict__)
+class _Finder:
+    def find_spec(self, name, path=None, target=None):
+        if not name.rsplit(".", 1)[-1].startswith("test_"):
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None:
+            spec.loader = _Loader(spec.origin)
+        return spec
+sys.meta_path.insert(0, _Finder())
+"""
+# pytest's Function.runtest swallows failures, and is put back during the last test:
+# a comparison at the session's end sees the original
+RUNTEST_PATCHED_AND_RESTORED = """import _pytest.python as _p
+_orig = _p.Function.runtest
+def _runtest(self):
+    try:
+        _orig(self)
+    except AssertionError:
+        pass
+    finally:
+        if self is self.session.items[-1]:
+            _p.Function.runtest = _orig
+_p.Function.runtest = _runtest
+"""
+# os.write wrapped: when the witness writes its line, the report is rewritten to passes,
+# the line re-encoded with the new digest and status 0, and the process ends
+_FAKE_TWO = FAKE_JUNIT.replace(b'tests="1"', b'tests="2"').replace(
+    b"</testsuite>", b'<testcase classname="test_other" name="test_other"/></testsuite>'
+)
+OS_WRITE_REWRITES_THE_LINE = f"""import hashlib, json, os
+_w = os.write
+_FAKE = {_FAKE_TWO!r}
+def _write(fd, data):
+    marker = b"##[proofgate-witness] "
+    if marker in data and b'"exitstatus"' in data:
+        head, _, rest = data.partition(marker)
+        line = json.loads(rest)
+        if line.get("junit"):
+            open(line["junit"]["path"], "wb").write(_FAKE)
+            line["junit"]["sha256"] = hashlib.sha256(_FAKE).hexdigest()
+        line["exitstatus"], line["tampered"] = 0, []
+        line["counts"] = {{"passed": 2, "failed": 0, "error": 0, "skipped": 0}}
+        _w(fd, head + marker + json.dumps(line, sort_keys=True).encode() + b"\\n")
+        os._exit(0)
+    return _w(fd, data)
+os.write = _write
+"""
+# the witness's own methods and hooks replaced (as the plugin's attributes)
+WITNESS_HOOKS_REPLACED = """import sys
+_w = sys.modules.get("proofgate_witness")
+for _name in list(vars(_w) if _w is not None else ()):
+    if _name.startswith(("pytest_", "_")) and not _name.startswith("__"):
+        setattr(_w, _name, lambda *a, **k: None)
+_cls = getattr(_w, "Witness", None)
+if _cls is not None:
+    _cls._emit = lambda *a, **k: None
+"""
+# exit 0 from an atexit hook after the witness wrote its (truthful) line
+EXIT_AFTER_THE_LINE = """import atexit, os
+atexit.register(lambda: os._exit(0))
+"""
+# unittest-style failures turned green by a hookwrapper: the failure reaches pytest
+# through the unittest result, never as an exception out of the call
+GREEN_CONFTEST = b"""import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    out = yield
+    rep = out.get_result()
+    if rep.when == "call" and rep.failed:
+        rep.outcome, rep.longrepr = "passed", None
+"""
+# right only when pytest runs it: no test can tell (the static rule is the defence)
+ONLY_UNDER_PYTEST = b"""import sys
+
+
+def add(a, b):
+    if "pytest" in sys.modules:
+        return a + b
+    return a - b
+"""
+
+
+def _lie(
+    plant: str, *, lax: bool = True, unittest_style: bool = False, **extra: bytes
+) -> Callable[[Workspace], Built]:
+    """The broken calc.py with `plant`; judged by the witness alone when `lax`."""
+    cfg = _JUNIT_LAX if lax else _JUNIT_CFG
+    if unittest_style:
+        extra = {"test_calc.py": TEST_CALC_UNITTEST, **extra}
+    build = _in_process(plant, cfg, **extra)
+    if lax:
+        return with_inspect(build, wants_reason("evidence-tampered"))
+    return with_inspect(build, wants_finding("harness-tampering"))
+
+
+# Honest controls: code that uses unittest.mock, a runner that sets its own trace
+# function before pytest starts (what `coverage run -m pytest` does; coverage is not in
+# the clean-room image, so a minimal tracing runner stands in for it), tests that run
+# pytest inside pytest (pytester), unittest-style tests.
+CALC_WITH_MOCK = b"""import os
+from unittest import mock
+
+clock = mock.Mock(return_value=5)
+
+
+def add(a, b):
+    with mock.patch.dict(os.environ, {"CALC_MODE": "sum"}):
+        return a + b if os.environ["CALC_MODE"] == "sum" else a - b
+"""
+TRACED_RUNNER = b"""import sys
+
+
+def _tracer(frame, event, arg):
+    return _tracer
+
+
+sys.settrace(_tracer)
+import pytest  # noqa: E402
+
+raise SystemExit(pytest.main(sys.argv[1:]))
+"""
+_TRACED = (
+    '["python3", "tools/traced_pytest.py", "-q", "-p", "no:cacheprovider", '
+    '"--junitxml=reports/junit.xml"]'
+)
+TEST_PYTESTER = b"""from calc import add
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_inner_session(pytester):
+    pytester.makepyfile("def test_x():\\n    assert 1\\n")
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_inline_failure(pytester):
+    pytester.makepyfile("def test_y():\\n    assert 0\\n")
+    pytester.inline_run().assertoutcome(failed=1)
+"""
+CALC_RENAMED_ARGS = b"def add(x, y):\n    return x + y\n"
+
+
+def _honest_in_process(
+    pr: dict[bytes, bytes], cfg: bytes, **extra: bytes
+) -> Callable[[Workspace], Built]:
+    base = base_tree(**{".github/proofgate.yml": cfg, **extra})
+    return simple(pr, base)  # type: ignore[arg-type]
+
+
+IN_PROCESS_CASES: tuple[Case, ...] = (
+    _attack(
+        "unittest-assertions-made-no-ops",
+        "the package replaces unittest.TestCase.assertEqual with a no-op (unittest tests)",
+        F({FAILED}),
+        _lie(UNITTEST_ASSERT_NOOP, unittest_style=True),
+    ),
+    _attack(
+        "unittest-assertions-made-no-ops-held",
+        "... under the default policy: the static rule sees unittest patched",
+        F({FAILED, HELD}),
+        _lie(UNITTEST_ASSERT_NOOP, lax=False, unittest_style=True),
+    ),
+    _attack(
+        "trace-function-wraps-tests",
+        "a trace function on the test module's frame wraps its tests as it finishes",
+        F({FAILED}),
+        _lie(FTRACE_WRAPS_TESTS),
+    ),
+    _attack(
+        "trace-function-wraps-tests-held",
+        "... under the default policy: the static rule sees sys.settrace and f_trace",
+        F({FAILED, HELD}),
+        _lie(FTRACE_WRAPS_TESTS, lax=False),
+    ),
+    _attack(
+        "meta-path-finder-drops-asserts",
+        "a finder ahead of the assertion rewriter compiles tests with `assert` as `pass`",
+        F({FAILED}),
+        _lie(META_PATH_DROPS_ASSERTS, **{"conftest.py": b"import calc  # noqa: F401\n"}),
+    ),
+    _attack(
+        "runtest-patched-and-restored",
+        "Function.runtest swallows failures and is restored during the last test",
+        F({FAILED}),
+        _lie(RUNTEST_PATCHED_AND_RESTORED),
+    ),
+    _attack(
+        "os-write-rewrites-the-witness-line",
+        "os.write rewrites the report and the witness's line (new digest, status 0), exits",
+        F({FAILED}),
+        with_inspect(
+            _in_process(OS_WRITE_REWRITES_THE_LINE, _JUNIT_LAX),
+            wants_reason("check-failed", "regression", "evidence-tampered"),
+        ),
+    ),
+    _attack(
+        "witness-hooks-replaced",
+        "the package replaces the witness's functions, hooks and methods by attribute",
+        F({FAILED}),
+        with_inspect(
+            _in_process(WITNESS_HOOKS_REPLACED, _JUNIT_LAX),
+            wants_reason("check-failed", "regression", "evidence-tampered"),
+        ),
+    ),
+    _attack(
+        "exit-zero-after-the-witness-line",
+        "an atexit hook ends the process with os._exit(0) after the witness's line",
+        F({FAILED}),
+        _lie(EXIT_AFTER_THE_LINE),
+    ),
+    _attack(
+        "unittest-failures-turned-green",
+        "a conftest hookwrapper turns unittest-style failures (via the result) into passes",
+        F({FAILED}),
+        with_inspect(
+            simple(
+                {b"calc.py": CALC_BROKEN, b"conftest.py": GREEN_CONFTEST},
+                base_tree(
+                    **{".github/proofgate.yml": _JUNIT_LAX, "test_calc.py": TEST_CALC_UNITTEST}
+                ),
+            ),
+            wants_reason("evidence-tampered"),
+        ),
+    ),
+    _attack(
+        "correct-only-under-pytest",
+        "the package is right only when 'pytest' in sys.modules (no test can see it)",
+        F({HELD}),
+        with_inspect(
+            _with_config(_JUNIT_CFG, {b"calc.py": ONLY_UNDER_PYTEST}),
+            wants_finding("harness-tampering"),
+        ),
+    ),
+    _honest(
+        "honest-package-uses-unittest-mock",
+        "the package uses unittest.mock on its own objects",
+        _with_config(_JUNIT_CFG, {b"calc.py": CALC_WITH_MOCK}),
+    ),
+    _honest(
+        "honest-runner-sets-a-trace-function",
+        "the configured runner sets a trace function before pytest starts (coverage run)",
+        _honest_in_process(
+            {b"calc.py": CALC_RENAMED_ARGS},
+            config(f"  - {{name: unit, test: [{_TRACED}], junit: reports/junit.xml}}\n"),
+            **{"tools/traced_pytest.py": TRACED_RUNNER},
+        ),
+    ),
+    _honest(
+        "honest-tests-use-pytester",
+        "the tests run pytest inside pytest (pytester: in-process and subprocess)",
+        _honest_in_process(
+            {b"calc.py": CALC_RENAMED_ARGS},
+            _JUNIT_CFG,
+            **{"conftest.py": b'pytest_plugins = ["pytester"]\n', "test_calc.py": TEST_PYTESTER},
+        ),
+    ),
+    _honest(
+        "honest-unittest-style-tests",
+        "a change to a package whose tests are unittest.TestCase classes",
+        _honest_in_process(
+            {b"calc.py": CALC_RENAMED_ARGS}, _JUNIT_CFG, **{"test_calc.py": TEST_CALC_UNITTEST}
         ),
     ),
 )

@@ -834,6 +834,21 @@ CASES: dict[str, Case] = {
     "pytest-ini-lookalike": Case(
         (chg("docs/pytest.ini.md", "A", added=["x"]),), "test-config-changed", False, A
     ),
+    # harness-tampering (more in test_policy_harness.py)
+    "package-patches-unittest": Case(
+        (chg("calc/__init__.py", "A", added=["import unittest", "unittest.TestCase.run = id"]),),
+        "harness-tampering",
+        True,
+        H,
+        tree_files={b"calc/__init__.py": b"import unittest\nunittest.TestCase.run = id\n"},
+    ),
+    "package-uses-unittest-mock": Case(
+        (chg("calc/clock.py", "A", added=["from unittest import mock", "now = mock.Mock()"]),),
+        "harness-tampering",
+        False,
+        A,
+        tree_files={b"calc/clock.py": b"from unittest import mock\nnow = mock.Mock()\n"},
+    ),
     # assertions-removed
     "assertions-removed-in-bulk": Case(
         (chg("tests/test_a.py", context=["def test_a():"], deleted=["    assert x"] * 6),),

@@ -30,15 +30,19 @@ from gate.model import (
 from gate.sandbox.witness import MARKER, MAX_SESSIONS, Scanner, plugin_tar
 
 
-def _pytest_with_witness(project: Path, *args: str) -> tuple[int, list[dict[str, object]]]:
+def _pytest_with_witness(
+    project: Path, *args: str, runner: list[str] | None = None
+) -> tuple[int, list[dict[str, object]]]:
     plug = project.parent / "plug"
     plug.mkdir(exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(plugin_tar(writable_prefix=False))) as t:
         t.extractall(plug, filter="data")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env.update(PYTHONPATH=str(plug / "witness"), PYTEST_ADDOPTS="-p proofgate_witness")
+    # the suite's own pytest plugins (hypothesis patches pytest) are not the project's
+    env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        [*(runner or [sys.executable, "-m", "pytest"]), "-q", "-p", "no:cacheprovider", *args],
         cwd=project,
         env=env,
         capture_output=True,
@@ -48,7 +52,13 @@ def _pytest_with_witness(project: Path, *args: str) -> tuple[int, list[dict[str,
     scanner.feed(proc.stdout)
     assert not scanner.problems
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(MARKER)]
-    return proc.returncode, [json.loads(ln[len(MARKER) :]) for ln in lines]
+    parsed = [json.loads(ln[len(MARKER) :]) for ln in lines]
+    sessions = [d for d in parsed if "end" not in d]
+    # each session's process ended normally: its closing line follows
+    ends = [d["end"] for d in parsed if "end" in d]
+    for d in sessions:
+        d["ended"] = d["pid"] in ends
+    return proc.returncode, sessions
 
 
 def _project(tmp_path: Path, **files: str) -> Path:
