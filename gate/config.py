@@ -279,7 +279,8 @@ def _check_egress(source: str, doc: Mapping[str, object]) -> None:
 
 def _check_user(source: str, doc: Mapping[str, object]) -> None:
     """`user` never names proofgate's own uid or gid, which owns what a check may read
-    but not change (the witness, a differential's trusted files: gate/differential/tarprotect.py)."""
+    but not change (the witness, a differential's trusted files:
+    gate/differential/tarprotect.py)."""
     places: list[tuple[str, object]] = [("defaults", doc.get("defaults", {}))]
     places += [(f"checks[{i}]", c) for i, c in enumerate(cast(list[object], doc["checks"]))]
     for where, raw in places:

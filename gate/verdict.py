@@ -49,7 +49,8 @@ class RunEvidence:
     unsafe_tree: str | None = None
     interrupted: bool = False
     forged_reports: tuple[str, ...] = ()  # junit paths the patch itself supplies
-    # check -> the witness's findings in checks no differential judged (gate/differential/witness.py)
+    # check -> the witness's findings in checks no differential judged
+    # (gate/differential/witness.py)
     tampered: tuple[tuple[str, str], ...] = ()
     differentials: tuple[DifferentialReport, ...] = ()  # SPEC §3.1, one per check with junit
 

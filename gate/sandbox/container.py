@@ -201,7 +201,8 @@ class CheckRun:
             opened = _non_root(self.user)
             self.env = {**image_env, **dict(limits.env)}
             # 0777 for a non-root user; no sticky bit, so it may remove root's entries. A
-            # check with a differential: sticky and not the check's (gate/differential/tarprotect.py).
+            # check with a differential: sticky and not the check's
+            # (gate/differential/tarprotect.py).
             mode = "0777" if opened else "0755"
             if differential.enabled(self.spec):
                 mode = f"1777,uid={tarprotect.PROTECTED_UID},gid={tarprotect.PROTECTED_UID}"
