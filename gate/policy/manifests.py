@@ -153,6 +153,18 @@ def tool_idle(ctx: Context, path: bytes) -> bool:
     return True
 
 
+# PEP 735 `[dependency-groups]`: `pip install -e .[test]` installs extras, never groups;
+# uv, pdm, poetry, `pip install --group` and tox (its `dependency_groups`) do.
+_GROUP_INSTALLERS = re.compile(r"\buvx?\b|\bpdm\b|\bpoetry\b|--group\b|\btox\b|\bnox\b")
+
+
+def groups_idle(ctx: Context) -> bool:
+    """Whether no configured check can install a pyproject.toml's dependency groups."""
+    return not any(
+        _GROUP_INSTALLERS.search(c) or _OPAQUE_RUNNER.search(c) for c in ctx.spec.commands
+    )
+
+
 def _mentions(text: bytes, path: bytes) -> bool:
     return path in text or basename(path) in text
 
@@ -401,6 +413,8 @@ def _dependency_entries(ctx: Context) -> Iterator[tuple[InventoryEntry, str]]:
                 continue
             rx = _INI_DEP_SECTIONS.get(basename(e.path), _DEP_SECTIONS)
             sections = sorted({s or "?" for _, s in _section_hits(ctx, e, rx, False)})
+            if basename(e.path) == b"pyproject.toml" and groups_idle(ctx):
+                sections = [x for x in sections if not x.startswith("dependency-groups")]
             if sections:
                 where = ", ".join(
                     f"[{s}]" if s != "?" else "a section the patch does not show" for s in sections

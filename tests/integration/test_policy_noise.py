@@ -302,3 +302,25 @@ def test_a_lockfile_is_held_only_when_a_check_installs_from_it(
     assert ("dependency-changed" in found) is held, found
     assert ("lockfile-drift" in found) is held, found
     assert code == (11 if held else 0)
+
+
+# pallets/click a5cb82f5df32: a `[dependency-groups]` group added (pytest-randomly,
+# pytest-xdist). `pip install -e .[test]` installs extras, never groups.
+_GROUPS_BASE = b'[project]\nname = "click"\n\n[dependency-groups]\ntests = ["pytest"]\n'
+_GROUPS_HEAD = _GROUPS_BASE + b'tests-random = ["pytest-randomly", "pytest-xdist"]\n'
+
+
+@pytest.mark.parametrize(
+    ("commands", "held"),
+    [
+        pytest.param(("pip install -e .[test]", "python -m pytest -q"), False, id="pip-extras"),
+        pytest.param(("uv run --group tests-random pytest",), True, id="uv-groups"),
+    ],
+)
+def test_dependency_groups_are_held_only_when_a_check_can_install_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], commands: tuple[str, ...], held: bool
+) -> None:
+    base = {b".github/proofgate.yml": _config(*commands), b"pyproject.toml": _GROUPS_BASE}
+    code, found = _policy(tmp_path, capsys, base, {b"pyproject.toml": _GROUPS_HEAD})
+    assert ("dependency-changed" in found) is held, found
+    assert code == (11 if held else 0)
