@@ -183,6 +183,18 @@ def clean_up(client: docker.DockerClient, value: str) -> set[str]:
     return leaked
 
 
+@pytest.fixture
+def env_cache(docker_client: docker.DockerClient) -> Iterator[None]:
+    """Cached environments made by the test, removed afterwards (others' are left)."""
+    from gate.sandbox import envcache
+
+    before = {e.image for e in envcache.entries(docker_client.api)}
+    yield
+    for entry in envcache.entries(docker_client.api):
+        if entry.image not in before:
+            docker_client.api.remove_image(entry.image, force=True)
+
+
 @pytest.fixture(autouse=True)
 def _private_cache(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch

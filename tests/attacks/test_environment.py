@@ -143,6 +143,7 @@ def test_only_a_real_base_run_is_cached_as_a_base_run(tmp_path: Path) -> None:
     assert block["reused"] == {"trusted": "the head run"}
 
 
+@pytest.mark.usefixtures("env_cache")
 def test_setup_runs_once_per_proof_for_every_run_that_shares_its_inputs(
     tmp_path: Path,
 ) -> None:

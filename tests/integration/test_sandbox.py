@@ -902,16 +902,6 @@ def test_stop_event_kills_the_running_command_and_removes_everything(
 # --- the environment cache (gate/sandbox/envcache.py) ------------------------------------
 
 
-@pytest.fixture
-def env_cache(docker_client: docker.DockerClient) -> Iterator[None]:
-    """Cached environments made by the test, removed afterwards (others' are left)."""
-    before = {e.image for e in envcache.entries(docker_client.api)}
-    yield
-    for entry in envcache.entries(docker_client.api):
-        if entry.image not in before:
-            docker_client.api.remove_image(entry.image, force=True)
-
-
 ENV_SETUP = (
     # setup sees only its inputs; what it writes outside /workspace is the environment
     "test -f requirements.txt && test ! -e app.txt && "
