@@ -528,6 +528,9 @@ class WitnessSession:
     conftests: tuple[tuple[str, str | None], ...]  # (absolute path, git blob id)
     tampered: tuple[tuple[str, str], ...]  # (kind, detail)
     xdist: bool
+    test_files: tuple[str, ...] = ()  # absolute paths of the files the collected tests are in
+    reads: tuple[tuple[str, str], ...] = ()  # (reader, file): workspace files code read
+    reads_dropped: int = 0  # reads past the plugin's bound, not listed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from gate.differential.junit import TestId, TestOutcome, counts
 from gate.journal import canonical_json
 from gate.model import CheckSpec, Decision, DifferentialMode, JsonDict, Reason, ReasonCode
-from gate.policy.paths import glob_match
+from gate.policy.paths import DEFAULT_TESTS, glob_match, selects_tests
 
 __all__ = [
     "DEFAULT_TESTS",
@@ -43,9 +43,9 @@ __all__ = [
     "compare",
     "fingerprints",
     "not_run",
+    "test_files",
 ]
 
-DEFAULT_TESTS = ("tests/**", "test/**", "**/test_*.py", "**/*_test.py", "**/conftest.py")
 # Files the trusted run always takes from the base, whatever the `tests` globs say: the
 # test harness pytest loads by itself. conftest.py (SPEC §3.1), and the routes a change
 # could use to load its own plugin into the base's tests: package metadata registering a
@@ -77,6 +77,8 @@ class Run:
     witnessed: bool = False  # pytest ran under proofgate's witness (gate/differential/witness.py)
     tamper: tuple[tuple[str, str], ...] = ()  # the witness's findings (kind, detail)
     conftests: tuple[tuple[str, str | None], ...] = ()  # what pytest loaded (path, blob)
+    test_files: tuple[bytes, ...] = ()  # the files its collected tests are in (tree paths)
+    inputs: tuple[bytes, ...] = ()  # workspace files its test code read (tree paths)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,8 +142,14 @@ def selector(globs: Iterable[str]) -> Callable[[bytes], bool]:
     return lambda path: any(glob_match(g, path) for g in patterns)
 
 
+def test_files(spec: CheckSpec) -> Callable[[bytes], bool]:
+    """The test files of a check (SPEC §3.1): its `tests` globs, or DEFAULT_TESTS (the
+    policy's definition too, gate/policy/paths.py), and every conftest.py."""
+    return selects_tests(spec.tests)
+
+
 def trusted_selector(spec: CheckSpec) -> Callable[[bytes], bool]:
-    """The trusted files of a check: its `tests` globs and the harness (SPEC §3.1)."""
+    """The trusted files of a check: its test files and the harness (SPEC §3.1)."""
     return selector((*(spec.tests or DEFAULT_TESTS), *HARNESS))
 
 
@@ -162,7 +170,9 @@ def _module(path: bytes) -> tuple[str, ...] | None:
     if not text.endswith(".py"):
         return None
     parts = tuple(text[:-3].split("/"))
-    return parts[:-1] if parts[-1] == "__init__" else parts
+    # a package's `__init__.py` is never a test's file: mapped to its package, it would
+    # claim every test below it (SPEC §3.2, a test's file by exact path)
+    return None if parts[-1] == "__init__" else parts
 
 
 def _locate(tid: TestId, modules: Mapping[tuple[str, ...], bytes]) -> tuple[bytes, str] | None:
@@ -322,7 +332,9 @@ def compare(
     b = base.outcomes
     h = head.outcomes or {}
     in_trusted = _with_collection_errors(trusted.outcomes or {})
-    changed_mods = _modules(changed)
+    # SPEC §3.2: a test's file is the file the base run itself reports (the witness saw
+    # its collected tests' files); without that report (no witness), the changed modules
+    test_mods = _modules(base.test_files) if base.test_files else _modules(changed)
 
     regressions: list[TestId] = []
     expectation: list[TestId] = []
@@ -332,8 +344,9 @@ def compare(
             continue
         got = in_trusted(tid)
         if got in (TestOutcome.FAIL, TestOutcome.ERROR):
-            where = _locate(tid, changed_mods)
-            (expectation if where is not None else regressions).append(tid)
+            where = _locate(tid, test_mods)
+            edited = where is not None and where[0] in changed
+            (expectation if edited else regressions).append(tid)
         elif got is None or got is TestOutcome.SKIP:
             regressions.append(tid)
         if h.get(tid) in (None, TestOutcome.SKIP):

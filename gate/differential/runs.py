@@ -52,7 +52,7 @@ __all__ = ["Pending", "cache_dir", "start"]
 log = logging.getLogger("gate")
 
 MAX_TEST_SOURCE_BYTES = 32 * 1024 * 1024  # test files read for rename detection
-CACHE_VERSION = 2  # 2: the witness (witnessed, tamper kinds)
+CACHE_VERSION = 3  # 2: the witness (witnessed, tamper kinds); 3: details, test files, inputs
 CONTINUE = "--continue-on-collection-errors"
 
 
@@ -66,18 +66,15 @@ def _outcomes_of(result: CheckResult, name: str, spec: CheckSpec | None = None) 
     if spec is None:
         return run
     seen = witness.assess(result, spec, None)
-    conftests = tuple(
-        (path, blob)
-        for p in result.phases
-        for c in p.commands
-        for s in c.witness
-        for path, blob in s.conftests
-    )
+    sessions = [s for p in result.phases for c in p.commands for s in c.witness]
+    conftests = tuple((path, blob) for s in sessions for path, blob in s.conftests)
     return dataclasses.replace(
         run,
         witnessed=seen.sessions > 0,
         tamper=seen.findings,
         conftests=conftests,
+        test_files=witness.test_files(sessions),
+        inputs=witness.test_inputs(sessions, differential.test_files(spec)),
     )
 
 
@@ -114,6 +111,14 @@ def _cache_key(spec: CheckSpec, base_tree: TreeId, image: ImageRef, config_diges
     return hashlib.sha256(canonical_json(material)).hexdigest()
 
 
+def _text(path: bytes) -> str:
+    return path.decode("utf-8", "surrogateescape")
+
+
+def _path(text: object) -> bytes:
+    return str(text).encode("utf-8", "surrogateescape")
+
+
 def _cache_read(path: Path) -> Run | None:
     """A cached base run, or None when missing or malformed. A cache entry is as trusted as
     the machine it sits on, no more: whoever can write it can choose the base outcomes."""
@@ -123,13 +128,15 @@ def _cache_read(path: Path) -> Run | None:
             return None
         rows = raw["outcomes"]
         outcomes = {TestId(classname=str(c), name=str(n)): TestOutcome(str(o)) for c, n, o in rows}
-        kinds = tuple((str(k), "") for k in raw["witness"]["tamper"])
+        seen = raw["witness"]
         return Run(
             name=BASE,
             outcomes=outcomes,
             cached=True,
-            witnessed=bool(raw["witness"]["witnessed"]),
-            tamper=kinds,
+            witnessed=bool(seen["witnessed"]),
+            tamper=tuple((str(k), str(d)) for k, d in seen["tamper"]),
+            test_files=tuple(_path(p) for p in seen["test_files"]),
+            inputs=tuple(_path(p) for p in seen["inputs"]),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -137,7 +144,12 @@ def _cache_read(path: Path) -> Run | None:
 
 def _cache_write(path: Path, outcomes: Mapping[TestId, TestOutcome], run: Run) -> None:
     rows = [[t.classname, t.name, o.value] for t, o in sorted(outcomes.items())]
-    seen = {"witnessed": run.witnessed, "tamper": sorted({k for k, _ in run.tamper})}
+    seen = {
+        "witnessed": run.witnessed,
+        "tamper": sorted([k, d] for k, d in set(run.tamper)),
+        "test_files": [_text(p) for p in run.test_files],
+        "inputs": [_text(p) for p in run.inputs],
+    }
     try:
         data = canonical_json({"v": CACHE_VERSION, "outcomes": rows, "witness": seen})
         usercache.write_atomic(path, data)
@@ -343,9 +355,13 @@ class Pending:
         )
 
     def _tampered(self, plan: _Plan, runs: Mapping[str, Run], base: Run) -> list[str]:
-        """The witness's findings in the runs that judge (head, trusted), less the kinds
-        the base run shows too (the project's own harness), plus `witness-missing`."""
-        waived = frozenset(k for k, _ in base.tamper)
+        """The witness's findings in the runs that judge (head, trusted), less those the
+        base run shows with the same detail (the project's own harness; never one naming
+        the change's non-test files), plus `witness-missing`."""
+        waived = frozenset(base.tamper)
+        changed = {p for e in self._ev.inventory for p in (e.path, e.old_path) if p is not None}
+        is_test = differential.test_files(plan.spec)
+        changed_code = lambda p: p in changed and not is_test(p)  # noqa: E731
         out: list[str] = []
         trees = {"head": self._ev.proven_tree, **plan.trees}
         for name in ("head", TRUSTED):
@@ -361,7 +377,7 @@ class Pending:
                     for path, blob in run.conftests
                     for f in witness.foreign_conftest(path, blob, blobs.get)
                 )
-            found = list(witness.waive(found, waived))
+            found = list(witness.waive(found, waived, changed_code))
             if base.witnessed and not run.witnessed and run.outcomes is not None:
                 found.append(
                     (
@@ -451,8 +467,7 @@ def _plan(
     cache: Path | None,
 ) -> _Plan:
     assert ev.proven_tree is not None  # noqa: S101
-    globs = spec.tests or differential.DEFAULT_TESTS
-    is_test = differential.selector((*globs, "**/conftest.py"))
+    is_test = differential.test_files(spec)
     trusted_sel = differential.trusted_selector(spec)
     plan = _Plan(spec=spec, is_test=is_test, jobs={})
     if image is None:

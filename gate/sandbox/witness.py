@@ -49,6 +49,7 @@ def parse_session(raw: bytes) -> WitnessSession | None:
     try:
         d = json.loads(raw)
         junit = d.get("junit") or {}
+        inputs = dict(d.get("inputs") or {})
         return WitnessSession(
             exitstatus=int(d["exitstatus"]),
             junit_path=str(junit["path"]) if junit.get("path") else None,
@@ -61,6 +62,9 @@ def parse_session(raw: bytes) -> WitnessSession | None:
                 (str(t["kind"]), str(t.get("detail", ""))) for t in d.get("tampered") or []
             ),
             xdist=bool(d.get("xdist")),
+            test_files=tuple(str(p) for p in list(d.get("test_files") or [])),
+            reads=tuple((str(r), str(p)) for r, p in list(inputs.get("reads") or [])),
+            reads_dropped=int(inputs.get("dropped") or 0),
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         return None

@@ -86,6 +86,82 @@ def _blob_id(path):
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324 - git's id
 
 
+# SPEC §3.2: what the base's tests depend on comes from the base. The collected tests'
+# files (a test's file is the file the run itself reports) and the workspace files test
+# code opened for reading (data such as `calc/data/cases.json`), each bounded; proofgate
+# keeps the reads whose reader is a test file of the check (gate/differential/__init__.py).
+_WORKSPACE = "/workspace/"
+_MAX_TEST_FILES = 20000
+_MAX_READS = 2000
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+
+
+def _test_files(items):
+    """The files the collected tests are defined in (absolute paths), bounded."""
+    out = set()
+    for item in items:
+        path = getattr(item, "path", None) or getattr(item, "fspath", None)
+        if path is not None:
+            out.add(str(path))
+            if len(out) >= _MAX_TEST_FILES:
+                break
+    return sorted(out)
+
+
+def _reading(mode, flags):
+    if isinstance(mode, str):
+        return not any(c in mode for c in "wax+")
+    return isinstance(flags, int) and not flags & _WRITE_FLAGS
+
+
+class _Reads:
+    """An audit hook (Python 3.8+) on `open`: for a read of a workspace file, the nearest
+    workspace frame that asked for it (the reader). Opens made by the import system on
+    behalf of a module (its source, through the frozen importlib) are imports, not reads:
+    not recorded."""
+
+    def __init__(self):
+        self.seen = {}  # (reader, path) -> None, in order
+        self.dropped = 0
+
+    def install(self):
+        if hasattr(sys, "addaudithook"):
+            sys.addaudithook(self._hook)
+
+    def _hook(self, event, args):
+        if event != "open" or not args:
+            return
+        path = args[0]
+        if not isinstance(path, str) or not path.startswith(_WORKSPACE):
+            return
+        if not _reading(args[1] if len(args) > 1 else None, args[2] if len(args) > 2 else None):
+            return
+        try:
+            frame = sys._getframe(1)
+        except ValueError:
+            return
+        reader = None
+        for _ in range(64):
+            if frame is None:
+                break
+            name = frame.f_code.co_filename
+            if name.startswith("<frozen importlib"):
+                return
+            if name.startswith(_WORKSPACE):
+                reader = name
+                break
+            frame = frame.f_back
+        if reader is None or (reader, path) in self.seen:
+            return
+        if len(self.seen) >= _MAX_READS:
+            self.dropped += 1
+            return
+        self.seen[(reader, path)] = None
+
+    def to_json(self):
+        return {"reads": [[r, p] for r, p in self.seen], "dropped": self.dropped}
+
+
 class Witness:
     def __init__(self, config):
         self.config = config
@@ -106,6 +182,9 @@ class Witness:
         self.counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
         self.reported = {}  # (nodeid, when) -> the outcome makereport returned
         self.emitted = False
+        self.test_files = []
+        self.reads = _Reads()
+        self.reads.install()
 
     def _flag(self, kind, detail):
         if len(self.tampered) < _MAX_LISTED:
@@ -122,7 +201,7 @@ class Witness:
             if os.path.basename(path) in ("conftest.py", "conftest.pyc"):
                 self.conftests[os.path.abspath(path)] = _blob_id(path)
                 return
-        self._flag("plugin-registered", getattr(plugin, "__name__", type(plugin).__name__))
+        self._flag("plugin-registered", _plugin_detail(plugin))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection(self, session):
@@ -137,6 +216,7 @@ class Witness:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, session, config, items):
         self.items = [item.nodeid for item in items]
+        self.test_files = _test_files(items)
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item):
@@ -188,9 +268,13 @@ class Witness:
     def _checks(self, session):
         now = _snapshot()
         old = self.snapshot.items()
-        changed = sorted({"{}.{}".format(*k) for k, v in old if now.get(k) is not v})
-        for name in changed:
-            self._flag("pytest-patched", name)
+        changed = sorted(
+            {
+                "{}.{}".format(*k): _replaced_by(now.get(k)) for k, v in old if now.get(k) is not v
+            }.items()
+        )
+        for name, source in changed:
+            self._flag("pytest-patched", f"{name} ({source})")
         pm = self.config.pluginmanager
         if getattr(pm, "_inner_hookexec", None) is not self.hookexec:
             self._flag("pytest-patched", "the plugin manager's hook caller")
@@ -226,6 +310,8 @@ class Witness:
             "conftests": [[p, b] for p, b in sorted(self.conftests.items())],
             "tampered": self.tampered,
             "xdist": _xdist(self.config),
+            "test_files": self.test_files,
+            "inputs": self.reads.to_json(),
         }
         data = ("\n" + MARKER + json.dumps(line, sort_keys=True) + "\n").encode()
         if self.fd is None:
@@ -234,6 +320,30 @@ class Witness:
             os.write(self.fd, data)
         except OSError:
             pass
+
+
+def _replaced_by(value):
+    """Where a replaced attribute's new value is defined: its code's file, or 'removed'."""
+    if value is None:
+        return "removed"
+    func = getattr(value, "__func__", None) or getattr(value, "fget", None) or value
+    code = getattr(func, "__code__", None)
+    if code is not None:
+        return "now defined in " + os.path.abspath(code.co_filename)
+    module = sys.modules.get(getattr(value, "__module__", "") or "")
+    path = getattr(module, "__file__", None)
+    return "now defined in " + (os.path.abspath(path) if isinstance(path, str) else "no file")
+
+
+def _plugin_detail(plugin):
+    """A registered plugin's name and the file that defines it: proofgate waives a finding
+    the base run shows too only for the very same detail (gate/differential/witness.py)."""
+    name = getattr(plugin, "__name__", None) or type(plugin).__name__
+    path = getattr(plugin, "__file__", None)
+    if not isinstance(path, str):
+        module = sys.modules.get(getattr(type(plugin), "__module__", "") or "")
+        path = getattr(module, "__file__", None)
+    return "{} ({})".format(name, os.path.abspath(path) if isinstance(path, str) else "no file")
 
 
 def _is_skip(exc):

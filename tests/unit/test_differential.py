@@ -12,7 +12,8 @@ from gate.config import load_config
 from gate.differential import Run, compare, list_digest
 from gate.differential.junit import TestId, TestOutcome, parse_outcomes
 from gate.errors import ConfigError
-from gate.model import Decision, DifferentialMode, ReasonCode
+from gate.model import CheckSpec, Decision, DifferentialMode, Limits, ReasonCode
+from gate.policy.paths import is_test_path
 from gate.verdict import verdict_for
 
 P, F, E, S = TestOutcome.PASS, TestOutcome.FAIL, TestOutcome.ERROR, TestOutcome.SKIP
@@ -265,3 +266,59 @@ def test_a_module_that_does_not_collect_errors_its_tests() -> None:
     )
     # test_mul does not import without the change; test_other is merely absent: no proof
     assert report.proving == ("tests.test_mul::test_mul",)
+
+
+PKG_ADD = TestId(classname="calc.tests.test_calc", name="test_add")
+
+
+def _in_package(changed: frozenset[bytes], test_files: tuple[bytes, ...]) -> list[str]:
+    report = compare(
+        check="unit",
+        mode=DifferentialMode.TRUSTED,
+        head=Run(name="head", outcomes={PKG_ADD: P}),
+        base=Run(name="base", outcomes={PKG_ADD: P}, test_files=test_files),
+        trusted=Run(name="trusted", outcomes={PKG_ADD: F}),
+        proving=None,
+        changed=changed,
+        nontest_changed=True,
+        base_files={},
+        head_files={},
+    )
+    return _codes(report)
+
+
+@pytest.mark.parametrize("reported", [(b"calc/tests/test_calc.py",), ()], ids=["witness", "none"])
+def test_a_packages_init_is_never_a_tests_file(reported: tuple[bytes, ...]) -> None:
+    # SPEC §3.2: `calc/__init__.py` is no test's file, so a regression in calc.tests.* stays
+    # a regression (FAILED) when the change edits it, not an approvable changed expectation
+    assert _in_package(frozenset({b"calc/__init__.py"}), reported) == ["regression"]
+
+
+def test_a_tests_file_is_the_one_the_base_run_reports_by_exact_path() -> None:
+    changed = frozenset({b"calc/__init__.py", b"calc/tests/test_calc.py"})
+    assert _in_package(changed, (b"calc/tests/test_calc.py",)) == ["expectation-changed"]
+    # the base run says the test lives elsewhere: the changed file of that name is not its
+    assert _in_package(changed, (b"src/calc/tests/test_calc.py",)) == ["regression"]
+
+
+@pytest.mark.parametrize(
+    ("path", "trusted"),
+    [
+        (b"calc/tests/_helpers.py", True),
+        (b"testing/asserts.py", True),
+        (b"src/pkg/test/data/golden.json", True),
+        (b"tests/data/cases.json", True),
+        (b"pkg/sub/conftest.py", True),
+        (b"calc/tests.py", True),
+        (b"calc/data/cases.json", False),
+        (b"calc/__init__.py", False),
+        (b"contest.py", False),
+    ],
+)
+def test_one_definition_of_a_test_path_for_policy_and_differential(
+    path: bytes, trusted: bool
+) -> None:
+    default = differential.test_files(CheckSpec(name="unit", phases=(), limits=Limits()))
+    assert default(path) is trusted
+    if path.endswith(b".py"):
+        assert is_test_path(path) is trusted  # the policy's Python test paths are the same
