@@ -126,7 +126,8 @@ def test_the_plugin_reports_the_tests_files_and_what_test_code_read(tmp_path: Pa
             "test_data.py": (
                 "import json, pathlib, calc\n\n"
                 "def test_cases():\n"
-                "    rows = json.loads(pathlib.Path(__file__).with_name('cases.json').read_text())\n"
+                "    here = pathlib.Path(__file__)\n"
+                "    rows = json.loads(here.with_name('cases.json').read_text())\n"
                 "    assert rows and calc.own()\n"
             ),
         },
