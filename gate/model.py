@@ -382,6 +382,9 @@ class CheckSpec:
     differential: DifferentialMode = DifferentialMode.OFF
     # the only files setup sees; set, setup's result is cached (gate/sandbox/envcache.py)
     setup_inputs: tuple[str, ...] | None = None
+    # a differential's runs: the base's pytest configuration (file name, content), given
+    # to pytest with `-c` from proofgate's volume (gate/differential/pytestconfig.py)
+    pytest_config: tuple[str, bytes] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

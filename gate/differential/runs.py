@@ -23,7 +23,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from gate import differential, usercache
-from gate.differential import BASE, PROVING, TRUSTED, DifferentialReport, Run, witness
+from gate.differential import (
+    BASE,
+    PROVING,
+    TRUSTED,
+    DifferentialReport,
+    Run,
+    pytestconfig,
+    witness,
+)
 from gate.differential.junit import TestId, TestOutcome, parse_outcomes
 from gate.errors import RepoError
 from gate.git.interface import (
@@ -458,6 +466,17 @@ def _tar(source: EvidenceSource, tree: TreeId) -> bytes:
     return b"".join(clean_room_archive(source, tree, clean_room_mtime()))
 
 
+def _pytest_config(source: EvidenceSource, tree: TreeId) -> tuple[str, bytes]:
+    """The pytest configuration a tree's root gives `/workspace` (differential.pytestconfig).
+
+    Raises:
+        RepoError: the tree is not readable.
+    """
+    wanted = frozenset(pytestconfig.CANDIDATES)
+    found = source.read_tree_files(tree, wanted.__contains__, max_bytes=MAX_TEST_SOURCE_BYTES)
+    return pytestconfig.effective(found or {})
+
+
 def _plan(
     spec: CheckSpec,
     ev: Evidence,
@@ -474,6 +493,10 @@ def _plan(
         plan.note = "the clean-room image did not resolve"
         return plan
     try:
+        # SPEC §3.2: every run the differential compares gets the base's pytest
+        # configuration, whatever the change does to the files it comes from
+        base_config = _pytest_config(source, ev.base.tree)
+        same_config = _pytest_config(source, ev.proven_tree) == base_config
         trees: dict[str, TreeId] = {
             TRUSTED: source.overlay(ev.proven_tree, ev.base.tree, trusted_sel),
         }
@@ -481,9 +504,10 @@ def _plan(
             trees[PROVING] = source.overlay(ev.base.tree, ev.head.tree, is_test)
         trees[BASE] = ev.base.tree
         # A trusted tree equal to the proven tree (the change touches no test or harness
-        # file) is exactly what the head run ran; a proving tree equal to the base tree is
+        # file, and pytest's configuration is the base's) is exactly what the head run
+        # ran; a proving tree equal to the base tree is
         # the base run. The same tree in a fresh container again is no new evidence.
-        if trees[TRUSTED] == ev.proven_tree:
+        if trees[TRUSTED] == ev.proven_tree and same_config:
             plan.same_as[TRUSTED] = "head"
             del trees[TRUSTED]
         if trees.get(PROVING) == ev.base.tree:
@@ -508,7 +532,7 @@ def _plan(
         except (RepoError, UnsafeTreeError) as e:
             data, problem = None, f"the {name} tree cannot be copied: {e}"
         plan.jobs[name] = _Job(
-            check=spec,
+            check=dataclasses.replace(spec, pytest_config=base_config),
             run=name,
             tar=data,
             problem=problem,

@@ -9,8 +9,9 @@ import pytest
 
 from gate import differential
 from gate.config import load_config
-from gate.differential import Run, compare, list_digest
+from gate.differential import Run, compare, list_digest, pytestconfig
 from gate.differential.junit import TestId, TestOutcome, parse_outcomes
+from gate.differential.tarprotect import PROTECTED_UID
 from gate.errors import ConfigError
 from gate.model import CheckSpec, Decision, DifferentialMode, Limits, ReasonCode
 from gate.policy.paths import is_test_path
@@ -322,3 +323,62 @@ def test_one_definition_of_a_test_path_for_policy_and_differential(
     assert default(path) is trusted
     if path.endswith(b".py"):
         assert is_test_path(path) is trusted  # the policy's Python test paths are the same
+
+
+@pytest.mark.parametrize(
+    ("files", "want"),
+    [
+        ({}, ("pytest.ini", b"")),
+        ({b"pyproject.toml": b"[project]\nname = 'x'\n"}, ("pytest.ini", b"")),
+        (
+            {b"pyproject.toml": b"[tool.pytest.ini_options]\naddopts = '-q'\n"},
+            ("pyproject.toml", b"[tool.pytest.ini_options]\naddopts = '-q'\n"),
+        ),
+        (
+            {b"pyproject.toml": b"[tool .pytest . ini_options]\n", b"tox.ini": b"[pytest]\n"},
+            ("pyproject.toml", b"[tool .pytest . ini_options]\n"),
+        ),
+        (
+            {b"setup.cfg": b"[tool:pytest]\ntestpaths = t\n", b"tox.ini": b"[tox]\n"},
+            ("setup.cfg", b"[tool:pytest]\ntestpaths = t\n"),
+        ),
+        (
+            {b"pytest.ini": b"", b"setup.cfg": b"[tool:pytest]\n"},
+            ("pytest.ini", b""),  # pytest.ini wins whatever it holds
+        ),
+        ({b"pyproject.toml": b"[tool\n"}, ("pyproject.toml", b"[tool\n")),
+    ],
+    ids=[
+        "none",
+        "pyproject-without",
+        "pyproject",
+        "spaced-header",
+        "setup-cfg",
+        "pytest-ini",
+        "bad",
+    ],
+)
+def test_the_base_pytest_configuration_is_the_file_pytest_finds(
+    files: dict[bytes, bytes], want: tuple[str, bytes]
+) -> None:
+    assert pytestconfig.effective(files) == want
+
+
+def test_the_configuration_sits_read_only_in_proofgates_volume() -> None:
+    import io
+    import tarfile
+
+    from gate.sandbox.witness import plugin_tar, test_environment
+
+    data = plugin_tar(writable_prefix=False, pytest_config=("setup.cfg", b"[tool:pytest]\n"))
+    with tarfile.open(fileobj=io.BytesIO(data)) as t:
+        member = t.getmember("config/setup.cfg")
+        assert (member.mode, member.uid) == (0o444, PROTECTED_UID)
+        assert t.getmember("config").mode == 0o555
+        assert t.extractfile(member).read() == b"[tool:pytest]\n"  # type: ignore[union-attr]
+    env = test_environment({"PYTEST_ADDOPTS": "-x"}, "setup.cfg")
+    assert env[0] == (
+        "PYTEST_ADDOPTS=-p proofgate_witness -c /opt/proofgate/config/setup.cfg "
+        "--rootdir /workspace -x"
+    )
+    assert test_environment({}, None)[0] == "PYTEST_ADDOPTS=-p proofgate_witness"
