@@ -147,6 +147,8 @@ class ReasonCode(enum.StrEnum):
     REGRESSION = "regression"
     EXPECTATION_CHANGED = "expectation-changed"
     TESTS_LOST = "tests-lost"
+    # SPEC §3.2: a workspace file the base's tests read, and the change edits it
+    TEST_INPUT_CHANGED = "test-input-changed"
     # trusted evidence (8), SPEC §3.2: the witness in pytest contradicts what was read
     EVIDENCE_TAMPERED = "evidence-tampered"
     # the run itself

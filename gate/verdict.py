@@ -78,7 +78,7 @@ def verdict_for(code: ReasonCode) -> Verdict:
             | ReasonCode.EVIDENCE_TAMPERED
         ):
             return Verdict.FAILED
-        case ReasonCode.EXPECTATION_CHANGED | ReasonCode.TESTS_LOST:
+        case ReasonCode.EXPECTATION_CHANGED | ReasonCode.TESTS_LOST | ReasonCode.TEST_INPUT_CHANGED:
             return Verdict.HELD
         case (
             ReasonCode.COVERAGE_INCOMPLETE

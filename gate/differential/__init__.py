@@ -42,6 +42,7 @@ __all__ = [
     "Run",
     "compare",
     "fingerprints",
+    "inputs_changed",
     "not_run",
     "test_files",
 ]
@@ -99,6 +100,7 @@ class DifferentialReport:
     pre_existing: tuple[str, ...] = ()  # failing on base: recorded, not held against it
     findings: tuple[JsonDict, ...] = ()
     tampered: tuple[str, ...] = ()  # "run: kind: detail", the witness's unwaived findings
+    inputs_changed: tuple[str, ...] = ()  # files the base's tests read that the change edits
     reasons: tuple[Reason, ...] = field(default=())
 
     def to_dict(self) -> JsonDict:
@@ -129,7 +131,34 @@ class DifferentialReport:
         d["findings"] = list(self.findings)
         if self.tampered:
             d["tampered"] = list(self.tampered[:MAX_LISTED])
+        if self.inputs_changed:
+            d["test_inputs_changed"] = list(self.inputs_changed[:MAX_LISTED])
+            digests["test_inputs_changed"] = {
+                "count": len(self.inputs_changed),
+                "sha256": list_digest(self.inputs_changed),
+            }
         return d
+
+
+def inputs_changed(
+    check: str, base: Run, changed: frozenset[bytes], is_test: Callable[[bytes], bool]
+) -> tuple[tuple[str, ...], Reason | None]:
+    """SPEC §3.2: the workspace files the base's tests read (the base run's witness) that
+    the change edits and that are not test files: the trusted run took them from the base,
+    and a person confirms the change to what the tests check against (HELD)."""
+    hit = tuple(
+        p.decode("utf-8", "surrogateescape")
+        for p in sorted(base.inputs)
+        if p in changed and not is_test(p)
+    )
+    if not hit:
+        return (), None
+    shown = ", ".join(hit[:5]) + (f" (+{len(hit) - 5} more)" if len(hit) > 5 else "")
+    message = (
+        f"the change edits {len(hit)} file(s) the base's tests read: {shown}; the trusted "
+        "run used the base's copies, and a person confirms what the tests check against"
+    )
+    return hit, Reason(code=ReasonCode.TEST_INPUT_CHANGED, message=message, check=check)
 
 
 def enabled(spec: CheckSpec) -> bool:
@@ -432,7 +461,9 @@ def compare(
     )
 
 
-HELD_CODES = frozenset({ReasonCode.EXPECTATION_CHANGED, ReasonCode.TESTS_LOST})
+HELD_CODES = frozenset(
+    {ReasonCode.EXPECTATION_CHANGED, ReasonCode.TESTS_LOST, ReasonCode.TEST_INPUT_CHANGED}
+)
 
 
 def wants_a_person(reports: Iterable[DifferentialReport]) -> bool:

@@ -18,7 +18,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -62,6 +62,7 @@ log = logging.getLogger("gate")
 MAX_TEST_SOURCE_BYTES = 32 * 1024 * 1024  # test files read for rename detection
 CACHE_VERSION = 3  # 2: the witness (witnessed, tamper kinds); 3: details, test files, inputs
 CONTINUE = "--continue-on-collection-errors"
+SAME_AS_HEAD = "the trusted tree is the head tree"  # `_after_base`: no run of its own
 
 
 def cache_dir() -> Path:
@@ -176,6 +177,8 @@ class _Job:
     problem: str | None = None
     cache: Path | None = None
     future: Future[tuple[Run, Journal]] | None = None
+    # the trusted run with a base run to wait for (its recorded test inputs): `_after_base`
+    prepare: Callable[[_Job], _Job | None] | None = None
 
 
 @dataclasses.dataclass
@@ -195,6 +198,11 @@ def _execute(
     job: _Job, sandbox: Callable[[], Sandbox], image: ImageRef, stop: threading.Event
 ) -> tuple[Run, Journal]:
     journal = Journal(clock=time.monotonic)
+    if job.prepare is not None:
+        ready = job.prepare(job)
+        if ready is None:
+            return Run(name=job.run, outcomes=None, problem=SAME_AS_HEAD), journal
+        job = ready
     if job.tar is None:
         return Run(name=job.run, outcomes=None, problem=job.problem), journal
     if stop.is_set():
@@ -289,6 +297,9 @@ class Pending:
                 runs[name] = Run(name=name, outcomes=None, problem="did not run")
                 continue
             run, sub = job.future.result()
+            if run.problem is SAME_AS_HEAD:  # no test input changed: the head run serves
+                plan.same_as[name] = "head"
+                continue
             for e in sub.events():
                 data = e["data"] if isinstance(e["data"], dict) else {}
                 self._journal.append(str(e["kind"]), run=name, at=e["t"], **data)
@@ -349,6 +360,11 @@ class Pending:
             head_files=head_files,
             no_proving_decision=rules.get(differential.NO_PROVING_TEST, Decision.ALLOW),
         )
+        hit, held = differential.inputs_changed(spec.name, base, changed, is_test)
+        if held is not None:
+            report = dataclasses.replace(
+                report, inputs_changed=hit, reasons=(*report.reasons, held)
+            )
         if not tampered:
             return report
         reason = Reason(
@@ -466,6 +482,46 @@ def _tar(source: EvidenceSource, tree: TreeId) -> bytes:
     return b"".join(clean_room_archive(source, tree, clean_room_mtime()))
 
 
+def changed_inputs(inputs: Iterable[bytes], candidates: frozenset[bytes]) -> frozenset[bytes]:
+    """The base's recorded test inputs among `candidates` (the changed files the trusted
+    tree would take from the change)."""
+    return frozenset(p for p in inputs if p in candidates)
+
+
+_SOURCE = threading.Lock()  # the private object store, from the differential's workers
+
+
+def _after_base(
+    plan: _Plan,
+    source: EvidenceSource,
+    base_tree: TreeId,
+    trusted_tree: TreeId,
+    candidates: frozenset[bytes],
+    *,
+    same_as_head: bool,
+) -> Callable[[_Job], _Job | None]:
+    """The trusted run's last step before it starts: wait for the base run, take the test
+    inputs it recorded that the change touches from the base, or, when there are none
+    and the tree is the proven tree, say so (None: the head run's outcomes serve)."""
+
+    def prepare(job: _Job) -> _Job | None:
+        base_job = plan.jobs.get(BASE)
+        done = base_job.future.result()[0] if base_job and base_job.future else None
+        extra = changed_inputs(done.inputs if done is not None else (), candidates)
+        if not extra:
+            return None if same_as_head else job
+        try:
+            with _SOURCE:
+                tree = source.overlay(trusted_tree, base_tree, extra.__contains__)
+                data = _tar(source, tree)
+        except (RepoError, UnsafeTreeError) as e:
+            return dataclasses.replace(job, tar=None, problem=f"the trusted tree: {e}")
+        plan.trees[TRUSTED] = tree
+        return dataclasses.replace(job, tar=data, prepare=None)
+
+    return prepare
+
+
 def _pytest_config(source: EvidenceSource, tree: TreeId) -> tuple[str, bytes]:
     """The pytest configuration a tree's root gives `/workspace` (differential.pytestconfig).
 
@@ -492,22 +548,38 @@ def _plan(
     if image is None:
         plan.note = "the clean-room image did not resolve"
         return plan
+    entry: Path | None = None
+    if cache is not None:
+        entry = cache / f"{_cache_key(spec, ev.base.tree, image, config_digest)}.json"
+        plan.head_cache = cache / f"{_cache_key(spec, ev.proven_tree, image, config_digest)}.json"
+        plan.cached_base = _cache_read(entry)
+    # SPEC §3.2: the workspace files the base's tests read come from the base too. Known
+    # now from a cached base run, else once the base has run (the trusted run waits).
+    changed = {p for e in ev.inventory for p in (e.path, e.old_path) if p is not None}
+    candidates = frozenset(p for p in changed if not trusted_sel(p))
+    known: frozenset[bytes] | None = frozenset()
+    if plan.cached_base is not None:
+        known = changed_inputs(plan.cached_base.inputs, candidates)
+    elif candidates:
+        known = None
     try:
         # SPEC §3.2: every run the differential compares gets the base's pytest
         # configuration, whatever the change does to the files it comes from
         base_config = _pytest_config(source, ev.base.tree)
         same_config = _pytest_config(source, ev.proven_tree) == base_config
-        trees: dict[str, TreeId] = {
-            TRUSTED: source.overlay(ev.proven_tree, ev.base.tree, trusted_sel),
-        }
+        extra = known or frozenset()
+        trusted_tree = source.overlay(
+            ev.proven_tree, ev.base.tree, lambda p: trusted_sel(p) or p in extra
+        )
+        trees: dict[str, TreeId] = {BASE: ev.base.tree, TRUSTED: trusted_tree}
         if spec.differential is DifferentialMode.FULL:
             trees[PROVING] = source.overlay(ev.base.tree, ev.head.tree, is_test)
-        trees[BASE] = ev.base.tree
-        # A trusted tree equal to the proven tree (the change touches no test or harness
-        # file, and pytest's configuration is the base's) is exactly what the head run
-        # ran; a proving tree equal to the base tree is
-        # the base run. The same tree in a fresh container again is no new evidence.
-        if trees[TRUSTED] == ev.proven_tree and same_config:
+        # A trusted tree equal to the proven tree (the change touches no test, harness or
+        # test input file, and pytest's configuration is the base's) is exactly what the
+        # head run ran; a proving tree equal to the base tree is the base run. The same
+        # tree in a fresh container again is no new evidence.
+        trusted_is_head = trusted_tree == ev.proven_tree and same_config
+        if trusted_is_head and known is not None:
             plan.same_as[TRUSTED] = "head"
             del trees[TRUSTED]
         if trees.get(PROVING) == ev.base.tree:
@@ -517,25 +589,25 @@ def _plan(
     except (RepoError, UnsafeTreeError) as e:
         plan.note = f"the differential's trees could not be built: {e}"
         return plan
-    entry: Path | None = None
-    if cache is not None:
-        entry = cache / f"{_cache_key(spec, ev.base.tree, image, config_digest)}.json"
-        plan.head_cache = cache / f"{_cache_key(spec, ev.proven_tree, image, config_digest)}.json"
-        hit = _cache_read(entry)
-        if hit is not None:
-            plan.cached_base = hit
-            del trees[BASE]
+    if plan.cached_base is not None:
+        del trees[BASE]
     for name, tree in trees.items():
-        try:
-            data: bytes | None = _tar(source, tree)
-            problem = None
-        except (RepoError, UnsafeTreeError) as e:
-            data, problem = None, f"the {name} tree cannot be copied: {e}"
+        data: bytes | None = None
+        problem = None
+        if not (name == TRUSTED and trusted_is_head):
+            try:
+                data = _tar(source, tree)
+            except (RepoError, UnsafeTreeError) as e:
+                problem = f"the {name} tree cannot be copied: {e}"
         plan.jobs[name] = _Job(
             check=dataclasses.replace(spec, pytest_config=base_config),
             run=name,
             tar=data,
             problem=problem,
             cache=entry if name == BASE else None,
+        )
+    if known is None and TRUSTED in plan.jobs:
+        plan.jobs[TRUSTED].prepare = _after_base(
+            plan, source, ev.base.tree, trusted_tree, candidates, same_as_head=trusted_is_head
         )
     return plan
