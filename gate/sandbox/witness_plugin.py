@@ -93,6 +93,7 @@ def _blob_id(path):
 _WORKSPACE = "/workspace/"
 _MAX_TEST_FILES = 20000
 _MAX_READS = 2000
+_SOURCE_DISPLAY = ("/linecache.py",)
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 
 
@@ -117,8 +118,9 @@ def _reading(mode, flags):
 class _Reads:
     """An audit hook (Python 3.8+) on `open`: for a read of a workspace file, the nearest
     workspace frame that asked for it (the reader). Opens made by the import system on
-    behalf of a module (its source, through the frozen importlib) are imports, not reads:
-    not recorded."""
+    behalf of a module (its source, through the frozen importlib) are imports, and source
+    lines read for a traceback or `inspect` (through `linecache`) are displays: neither
+    is recorded."""
 
     def __init__(self):
         self.seen = {}  # (reader, path) -> None, in order
@@ -145,7 +147,7 @@ class _Reads:
             if frame is None:
                 break
             name = frame.f_code.co_filename
-            if name.startswith("<frozen importlib"):
+            if name.startswith("<frozen importlib") or name.endswith(_SOURCE_DISPLAY):
                 return
             if name.startswith(_WORKSPACE):
                 reader = name

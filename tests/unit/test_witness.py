@@ -128,7 +128,10 @@ def test_the_plugin_reports_the_tests_files_and_what_test_code_read(tmp_path: Pa
                 "def test_cases():\n"
                 "    here = pathlib.Path(__file__)\n"
                 "    rows = json.loads(here.with_name('cases.json').read_text())\n"
-                "    assert rows and calc.own()\n"
+                "    assert rows and calc.own()\n\n"
+                "def test_traceback_reads_no_input():\n"
+                "    import inspect, traceback\n"
+                "    assert inspect.getsource(calc.own) and traceback.format_stack()\n"
             ),
         },
     )
