@@ -541,3 +541,19 @@ def test_a_base_harness_plugin_alone_is_waived(tmp_path: Path) -> None:
     pr[b"tests/test_mul.py"] = MUL_TESTS
     seen, pred = _run(tmp_path, pr, base)
     assert seen.outcome == "PROVEN", _detail(seen, pred)
+
+
+def test_a_cached_base_run_keeps_the_test_inputs_it_recorded(tmp_path: Path) -> None:
+    base = _base(**{"tests/test_calc.py": READS_CASES, "calc/data/cases.json": b"[[2, 3, 5]]\n"})
+    base[b"calc.py"] = CALC
+    pr = {**base, b"calc.py": CALC_BROKEN, b"calc/data/cases.json": b"[[2, 3, -1]]\n"}
+    ws = Workspace(tmp_path)
+    _, path = pr_repo(ws, pr, base)
+    first = prove(ws, Built(repo=path), tmp_path / "one")
+    second = prove(ws, Built(repo=path), tmp_path / "two")
+    assert (first.outcome, second.outcome) == ("FAILED", "FAILED"), second.log[-3000:]
+    pred = predicate_of((tmp_path / "two" / "receipt.json").read_bytes())
+    block = _tests_block(pred)
+    assert block["run_notes"]["base"] == "reused from the local cache"  # type: ignore[index]
+    assert block["regressions"] == ["tests.test_calc::test_add"]
+    assert block["test_inputs_changed"] == ["calc/data/cases.json"]
