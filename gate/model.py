@@ -148,6 +148,8 @@ class ReasonCode(enum.StrEnum):
     EXPECTATION_CHANGED = "expectation-changed"
     TESTS_LOST = "tests-lost"
     ENVIRONMENT_CHANGED = "environment-changed"
+    # SPEC §3.2: a workspace file the base's tests read, and the change edits it
+    TEST_INPUT_CHANGED = "test-input-changed"
     # trusted evidence (8), SPEC §3.2: the witness in pytest contradicts what was read
     EVIDENCE_TAMPERED = "evidence-tampered"
     # the run itself
@@ -383,6 +385,9 @@ class CheckSpec:
     differential: DifferentialMode = DifferentialMode.OFF
     # the only files setup sees; set, setup's result is cached (gate/sandbox/envcache.py)
     setup_inputs: tuple[str, ...] | None = None
+    # a differential's runs: the base's pytest configuration (file name, content), given
+    # to pytest with `-c` from proofgate's volume (gate/differential/pytestconfig.py)
+    pytest_config: tuple[str, bytes] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -534,6 +539,9 @@ class WitnessSession:
     xdist: bool
     pid: int = 0  # the pytest process (0: not given)
     ended: bool = True  # the process's closing line was seen (a normal end)
+    test_files: tuple[str, ...] = ()  # absolute paths of the files the collected tests are in
+    reads: tuple[tuple[str, str], ...] = ()  # (reader, file): workspace files code read
+    reads_dropped: int = 0  # reads past the plugin's bound, not listed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

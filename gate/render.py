@@ -598,6 +598,10 @@ _LISTS = (
     ("regressions", "Regressions (pass on the base, not against the change with the base's tests)"),
     ("expectation_changed", "Changed expectations (a person confirms the old one is wrong)"),
     ("lost", "Lost tests (pass on the base, skipped or missing in the change's run)"),
+    (
+        "test_inputs_changed",
+        "Files the base's tests read, edited by the change (a person confirms)",
+    ),
     ("proving", "Proving tests"),
     ("survived", "Moved or renamed"),
     ("pre_existing", "Failing on the base already (not held against the change)"),

@@ -80,7 +80,10 @@ def verdict_for(code: ReasonCode) -> Verdict:
         ):
             return Verdict.FAILED
         case (
-            ReasonCode.EXPECTATION_CHANGED | ReasonCode.TESTS_LOST | ReasonCode.ENVIRONMENT_CHANGED
+            ReasonCode.EXPECTATION_CHANGED
+            | ReasonCode.TESTS_LOST
+            | ReasonCode.ENVIRONMENT_CHANGED
+            | ReasonCode.TEST_INPUT_CHANGED
         ):
             return Verdict.HELD
         case (

@@ -40,7 +40,7 @@ from gate.model import (
     Reason,
     ReasonCode,
 )
-from gate.policy.paths import glob_match
+from gate.policy.paths import DEFAULT_TESTS, glob_match, selects_tests
 
 __all__ = [
     "DEFAULT_TESTS",
@@ -51,10 +51,11 @@ __all__ = [
     "Run",
     "compare",
     "fingerprints",
+    "inputs_changed",
     "not_run",
+    "test_files",
 ]
 
-DEFAULT_TESTS = ("tests/**", "test/**", "**/test_*.py", "**/*_test.py", "**/conftest.py")
 # Files the trusted run always takes from the base, whatever the `tests` globs say: the
 # test harness pytest loads by itself. conftest.py (SPEC §3.1), and the routes a change
 # could use to load its own plugin into the base's tests: package metadata registering a
@@ -89,6 +90,8 @@ class Run:
     # what setup and build changed outside /workspace (gate/differential/environment.py)
     environment: EnvRecord | None = None
     reused_from: str | None = None  # the run (or cache entry) whose outcomes these are
+    test_files: tuple[bytes, ...] = ()  # the files its collected tests are in (tree paths)
+    inputs: tuple[bytes, ...] = ()  # workspace files its test code read (tree paths)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,6 +114,7 @@ class DifferentialReport:
     tampered: tuple[str, ...] = ()  # "run: kind: detail", the witness's unwaived findings
     # SPEC §3.2: what setup and build changed for the judging run and not for the base's
     environment_changed: tuple[EnvChange, ...] = ()
+    inputs_changed: tuple[str, ...] = ()  # files the base's tests read that the change edits
     reasons: tuple[Reason, ...] = field(default=())
 
     def to_dict(self) -> JsonDict:
@@ -144,7 +148,34 @@ class DifferentialReport:
             d["tampered"] = list(self.tampered[:MAX_LISTED])
         if self.environment_changed:
             d["environment_changed"] = [c.to_dict() for c in self.environment_changed[:MAX_LISTED]]
+        if self.inputs_changed:
+            d["test_inputs_changed"] = list(self.inputs_changed[:MAX_LISTED])
+            digests["test_inputs_changed"] = {
+                "count": len(self.inputs_changed),
+                "sha256": list_digest(self.inputs_changed),
+            }
         return d
+
+
+def inputs_changed(
+    check: str, base: Run, changed: frozenset[bytes], is_test: Callable[[bytes], bool]
+) -> tuple[tuple[str, ...], Reason | None]:
+    """SPEC §3.2: the workspace files the base's tests read (the base run's witness) that
+    the change edits and that are not test files: the trusted run took them from the base,
+    and a person confirms the change to what the tests check against (HELD)."""
+    hit = tuple(
+        p.decode("utf-8", "surrogateescape")
+        for p in sorted(base.inputs)
+        if p in changed and not is_test(p)
+    )
+    if not hit:
+        return (), None
+    shown = ", ".join(hit[:5]) + (f" (+{len(hit) - 5} more)" if len(hit) > 5 else "")
+    message = (
+        f"the change edits {len(hit)} file(s) the base's tests read: {shown}; the trusted "
+        "run used the base's copies, and a person confirms what the tests check against"
+    )
+    return hit, Reason(code=ReasonCode.TEST_INPUT_CHANGED, message=message, check=check)
 
 
 def enabled(spec: CheckSpec) -> bool:
@@ -157,8 +188,14 @@ def selector(globs: Iterable[str]) -> Callable[[bytes], bool]:
     return lambda path: any(glob_match(g, path) for g in patterns)
 
 
+def test_files(spec: CheckSpec) -> Callable[[bytes], bool]:
+    """The test files of a check (SPEC §3.1): its `tests` globs, or DEFAULT_TESTS (the
+    policy's definition too, gate/policy/paths.py), and every conftest.py."""
+    return selects_tests(spec.tests)
+
+
 def trusted_selector(spec: CheckSpec) -> Callable[[bytes], bool]:
-    """The trusted files of a check: its `tests` globs and the harness (SPEC §3.1)."""
+    """The trusted files of a check: its test files and the harness (SPEC §3.1)."""
     return selector((*(spec.tests or DEFAULT_TESTS), *HARNESS))
 
 
@@ -179,7 +216,9 @@ def _module(path: bytes) -> tuple[str, ...] | None:
     if not text.endswith(".py"):
         return None
     parts = tuple(text[:-3].split("/"))
-    return parts[:-1] if parts[-1] == "__init__" else parts
+    # a package's `__init__.py` is never a test's file: mapped to its package, it would
+    # claim every test below it (SPEC §3.2, a test's file by exact path)
+    return None if parts[-1] == "__init__" else parts
 
 
 def _locate(tid: TestId, modules: Mapping[tuple[str, ...], bytes]) -> tuple[bytes, str] | None:
@@ -339,7 +378,9 @@ def compare(
     b = base.outcomes
     h = head.outcomes or {}
     in_trusted = _with_collection_errors(trusted.outcomes or {})
-    changed_mods = _modules(changed)
+    # SPEC §3.2: a test's file is the file the base run itself reports (the witness saw
+    # its collected tests' files); without that report (no witness), the changed modules
+    test_mods = _modules(base.test_files) if base.test_files else _modules(changed)
 
     regressions: list[TestId] = []
     expectation: list[TestId] = []
@@ -349,8 +390,9 @@ def compare(
             continue
         got = in_trusted(tid)
         if got in (TestOutcome.FAIL, TestOutcome.ERROR):
-            where = _locate(tid, changed_mods)
-            (expectation if where is not None else regressions).append(tid)
+            where = _locate(tid, test_mods)
+            edited = where is not None and where[0] in changed
+            (expectation if edited else regressions).append(tid)
         elif got is None or got is TestOutcome.SKIP:
             regressions.append(tid)
         if h.get(tid) in (None, TestOutcome.SKIP):
@@ -439,7 +481,12 @@ def compare(
 
 
 HELD_CODES = frozenset(
-    {ReasonCode.EXPECTATION_CHANGED, ReasonCode.TESTS_LOST, ReasonCode.ENVIRONMENT_CHANGED}
+    {
+        ReasonCode.EXPECTATION_CHANGED,
+        ReasonCode.TESTS_LOST,
+        ReasonCode.ENVIRONMENT_CHANGED,
+        ReasonCode.TEST_INPUT_CHANGED,
+    }
 )
 
 

@@ -18,12 +18,20 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from gate import differential, usercache
-from gate.differential import BASE, PROVING, TRUSTED, DifferentialReport, Run, witness
+from gate.differential import (
+    BASE,
+    PROVING,
+    TRUSTED,
+    DifferentialReport,
+    Run,
+    pytestconfig,
+    witness,
+)
 from gate.differential.junit import TestId, TestOutcome, parse_outcomes
 from gate.errors import RepoError
 from gate.git.interface import (
@@ -54,7 +62,9 @@ __all__ = ["Pending", "cache_dir", "start"]
 log = logging.getLogger("gate")
 
 MAX_TEST_SOURCE_BYTES = 32 * 1024 * 1024  # test files read for rename detection
-CACHE_VERSION = 4  # 2: the witness; 3: the environment record; 4: in-process tripwires
+CACHE_VERSION = 5  # 2: the witness; 3: the environment record; 4: in-process tripwires;
+# 5: exact details, test files, inputs
+SAME_AS_HEAD = "the trusted tree is the head tree"  # `_after_base`: no run of its own
 
 
 def cache_dir() -> Path:
@@ -67,19 +77,16 @@ def _outcomes_of(result: CheckResult, name: str, spec: CheckSpec | None = None) 
     if spec is None:
         return run
     seen = witness.assess(result, spec, None)
-    conftests = tuple(
-        (path, blob)
-        for p in result.phases
-        for c in p.commands
-        for s in c.witness
-        for path, blob in s.conftests
-    )
+    sessions = [s for p in result.phases for c in p.commands for s in c.witness]
+    conftests = tuple((path, blob) for s in sessions for path, blob in s.conftests)
     return dataclasses.replace(
         run,
         witnessed=seen.sessions > 0,
         tamper=seen.findings,
         conftests=conftests,
         environment=result.env_changes,
+        test_files=witness.test_files(sessions),
+        inputs=witness.test_inputs(sessions, differential.test_files(spec)),
     )
 
 
@@ -113,10 +120,18 @@ def _cache_key(spec: CheckSpec, base_tree: TreeId, image: ImageRef, config_diges
         "image": image.digest,
         "config": config_digest,
         # what every test command gets besides (the witness and the pytest options)
-        "test_environment": witness_env.test_environment({}, differential=True),
+        "test_environment": witness_env.test_environment({}, None, differential=True),
         "witness": witness_env.plugin_digest(),
     }
     return hashlib.sha256(canonical_json(material)).hexdigest()
+
+
+def _text(path: bytes) -> str:
+    return path.decode("utf-8", "surrogateescape")
+
+
+def _path(text: object) -> bytes:
+    return str(text).encode("utf-8", "surrogateescape")
 
 
 def _cache_read(path: Path) -> Run | None:
@@ -128,14 +143,16 @@ def _cache_read(path: Path) -> Run | None:
             return None
         rows = raw["outcomes"]
         outcomes = {TestId(classname=str(c), name=str(n)): TestOutcome(str(o)) for c, n, o in rows}
-        kinds = tuple((str(k), "") for k in raw["witness"]["tamper"])
         env = raw.get("environment")
+        seen = raw["witness"]
         return Run(
             name=BASE,
             outcomes=outcomes,
             cached=True,
-            witnessed=bool(raw["witness"]["witnessed"]),
-            tamper=kinds,
+            witnessed=bool(seen["witnessed"]),
+            tamper=tuple((str(k), str(d)) for k, d in seen["tamper"]),
+            test_files=tuple(_path(p) for p in seen["test_files"]),
+            inputs=tuple(_path(p) for p in seen["inputs"]),
             environment=EnvRecord.from_dict(env) if isinstance(env, dict) else None,
         )
     except (OSError, ValueError, KeyError, TypeError):
@@ -144,7 +161,12 @@ def _cache_read(path: Path) -> Run | None:
 
 def _cache_write(path: Path, outcomes: Mapping[TestId, TestOutcome], run: Run) -> None:
     rows = [[t.classname, t.name, o.value] for t, o in sorted(outcomes.items())]
-    seen = {"witnessed": run.witnessed, "tamper": sorted({k for k, _ in run.tamper})}
+    seen = {
+        "witnessed": run.witnessed,
+        "tamper": sorted([k, d] for k, d in set(run.tamper)),
+        "test_files": [_text(p) for p in run.test_files],
+        "inputs": [_text(p) for p in run.inputs],
+    }
     try:
         env = run.environment.to_dict() if run.environment is not None else None
         data = canonical_json(
@@ -166,6 +188,8 @@ class _Job:
     problem: str | None = None
     cache: Path | None = None
     future: Future[tuple[Run, Journal]] | None = None
+    # the trusted run with a base run to wait for (its recorded test inputs): `_after_base`
+    prepare: Callable[[_Job], _Job | None] | None = None
 
 
 @dataclasses.dataclass
@@ -185,6 +209,11 @@ def _execute(
     job: _Job, sandbox: Callable[[], Sandbox], image: ImageRef, stop: threading.Event
 ) -> tuple[Run, Journal]:
     journal = Journal(clock=time.monotonic)
+    if job.prepare is not None:
+        ready = job.prepare(job)
+        if ready is None:
+            return Run(name=job.run, outcomes=None, problem=SAME_AS_HEAD), journal
+        job = ready
     if job.tar is None:
         return Run(name=job.run, outcomes=None, problem=job.problem), journal
     if stop.is_set():
@@ -276,6 +305,9 @@ class Pending:
                 runs[name] = Run(name=name, outcomes=None, problem="did not run")
                 continue
             run, sub = job.future.result()
+            if run.problem is SAME_AS_HEAD:  # no test input changed: the head run serves
+                plan.same_as[name] = "head"
+                continue
             for e in sub.events():
                 data = e["data"] if isinstance(e["data"], dict) else {}
                 self._journal.append(str(e["kind"]), run=name, at=e["t"], **data)
@@ -340,6 +372,11 @@ class Pending:
             report = dataclasses.replace(
                 report, environment_changed=changed_env, reasons=(*report.reasons, env_reason)
             )
+        hit, held = differential.inputs_changed(spec.name, base, changed, is_test)
+        if held is not None:
+            report = dataclasses.replace(
+                report, inputs_changed=hit, reasons=(*report.reasons, held)
+            )
         if not tampered:
             return report
         reason = Reason(
@@ -354,9 +391,13 @@ class Pending:
         )
 
     def _tampered(self, plan: _Plan, runs: Mapping[str, Run], base: Run) -> list[str]:
-        """The witness's findings in the runs that judge (head, trusted), less the kinds
-        the base run shows too (the project's own harness), plus `witness-missing`."""
-        waived = frozenset(k for k, _ in base.tamper)
+        """The witness's findings in the runs that judge (head, trusted), less those the
+        base run shows with the same detail (the project's own harness; never one naming
+        the change's non-test files), plus `witness-missing`."""
+        waived = frozenset(base.tamper)
+        changed = {p for e in self._ev.inventory for p in (e.path, e.old_path) if p is not None}
+        is_test = differential.test_files(plan.spec)
+        changed_code = lambda p: p in changed and not is_test(p)  # noqa: E731
         out: list[str] = []
         trees = {"head": self._ev.proven_tree, **plan.trees}
         for name in ("head", TRUSTED):
@@ -372,7 +413,7 @@ class Pending:
                     for path, blob in run.conftests
                     for f in witness.foreign_conftest(path, blob, blobs.get)
                 )
-            found = list(witness.waive(found, waived))
+            found = list(witness.waive(found, waived, changed_code))
             if base.witnessed and not run.witnessed and run.outcomes is not None:
                 found.append(
                     (
@@ -453,6 +494,57 @@ def _tar(source: EvidenceSource, tree: TreeId) -> bytes:
     return b"".join(clean_room_archive(source, tree, clean_room_mtime()))
 
 
+def changed_inputs(inputs: Iterable[bytes], candidates: frozenset[bytes]) -> frozenset[bytes]:
+    """The base's recorded test inputs among `candidates` (the changed files the trusted
+    tree would take from the change)."""
+    return frozenset(p for p in inputs if p in candidates)
+
+
+_SOURCE = threading.Lock()  # the private object store, from the differential's workers
+
+
+def _after_base(
+    plan: _Plan,
+    source: EvidenceSource,
+    base_tree: TreeId,
+    trusted_tree: TreeId,
+    candidates: frozenset[bytes],
+    *,
+    same_as_head: bool,
+) -> Callable[[_Job], _Job | None]:
+    """The trusted run's last step before it starts: wait for the base run, take the test
+    inputs it recorded that the change touches from the base, or, when there are none
+    and the tree is the proven tree, say so (None: the head run's outcomes serve)."""
+
+    def prepare(job: _Job) -> _Job | None:
+        base_job = plan.jobs.get(BASE)
+        done = base_job.future.result()[0] if base_job and base_job.future else None
+        extra = changed_inputs(done.inputs if done is not None else (), candidates)
+        if not extra:
+            return None if same_as_head else job
+        try:
+            with _SOURCE:
+                tree = source.overlay(trusted_tree, base_tree, extra.__contains__)
+                data = _tar(source, tree)
+        except (RepoError, UnsafeTreeError) as e:
+            return dataclasses.replace(job, tar=None, problem=f"the trusted tree: {e}")
+        plan.trees[TRUSTED] = tree
+        return dataclasses.replace(job, tar=data, prepare=None)
+
+    return prepare
+
+
+def _pytest_config(source: EvidenceSource, tree: TreeId) -> tuple[str, bytes]:
+    """The pytest configuration a tree's root gives `/workspace` (differential.pytestconfig).
+
+    Raises:
+        RepoError: the tree is not readable.
+    """
+    wanted = frozenset(pytestconfig.CANDIDATES)
+    found = source.read_tree_files(tree, wanted.__contains__, max_bytes=MAX_TEST_SOURCE_BYTES)
+    return pytestconfig.effective(found or {})
+
+
 def _plan(
     spec: CheckSpec,
     ev: Evidence,
@@ -462,24 +554,44 @@ def _plan(
     cache: Path | None,
 ) -> _Plan:
     assert ev.proven_tree is not None  # noqa: S101
-    globs = spec.tests or differential.DEFAULT_TESTS
-    is_test = differential.selector((*globs, "**/conftest.py"))
+    is_test = differential.test_files(spec)
     trusted_sel = differential.trusted_selector(spec)
     plan = _Plan(spec=spec, is_test=is_test, jobs={})
     if image is None:
         plan.note = "the clean-room image did not resolve"
         return plan
+    entry: Path | None = None
+    if cache is not None:
+        entry = cache / f"{_cache_key(spec, ev.base.tree, image, config_digest)}.json"
+        plan.cached_base = _cache_read(entry)
+        plan.cache_entry = entry.stem
+    # SPEC §3.2: the workspace files the base's tests read come from the base too. Known
+    # now from a cached base run, else once the base has run (the trusted run waits).
+    changed = {p for e in ev.inventory for p in (e.path, e.old_path) if p is not None}
+    candidates = frozenset(p for p in changed if not trusted_sel(p))
+    known: frozenset[bytes] | None = frozenset()
+    if plan.cached_base is not None:
+        known = changed_inputs(plan.cached_base.inputs, candidates)
+    elif candidates:
+        known = None
     try:
-        trees: dict[str, TreeId] = {
-            TRUSTED: source.overlay(ev.proven_tree, ev.base.tree, trusted_sel),
-        }
+        # SPEC §3.2: every run the differential compares gets the base's pytest
+        # configuration, whatever the change does to the files it comes from
+        base_config = _pytest_config(source, ev.base.tree)
+        same_config = _pytest_config(source, ev.proven_tree) == base_config
+        extra = known or frozenset()
+        trusted_tree = source.overlay(
+            ev.proven_tree, ev.base.tree, lambda p: trusted_sel(p) or p in extra
+        )
+        trees: dict[str, TreeId] = {BASE: ev.base.tree, TRUSTED: trusted_tree}
         if spec.differential is DifferentialMode.FULL:
             trees[PROVING] = source.overlay(ev.base.tree, ev.head.tree, is_test)
-        trees[BASE] = ev.base.tree
-        # A trusted tree equal to the proven tree (the change touches no test or harness
-        # file) is exactly what the head run ran; a proving tree equal to the base tree is
-        # the base run. The same tree in a fresh container again is no new evidence.
-        if trees[TRUSTED] == ev.proven_tree:
+        # A trusted tree equal to the proven tree (the change touches no test, harness or
+        # test input file, and pytest's configuration is the base's) is exactly what the
+        # head run ran; a proving tree equal to the base tree is the base run. The same
+        # tree in a fresh container again is no new evidence.
+        trusted_is_head = trusted_tree == ev.proven_tree and same_config
+        if trusted_is_head and known is not None:
             plan.same_as[TRUSTED] = "head"
             del trees[TRUSTED]
         if trees.get(PROVING) == ev.base.tree:
@@ -489,25 +601,25 @@ def _plan(
     except (RepoError, UnsafeTreeError) as e:
         plan.note = f"the differential's trees could not be built: {e}"
         return plan
-    entry: Path | None = None
-    if cache is not None:
-        entry = cache / f"{_cache_key(spec, ev.base.tree, image, config_digest)}.json"
-        hit = _cache_read(entry)
-        if hit is not None:
-            plan.cached_base = hit
-            plan.cache_entry = entry.stem
-            del trees[BASE]
+    if plan.cached_base is not None:
+        del trees[BASE]
     for name, tree in trees.items():
-        try:
-            data: bytes | None = _tar(source, tree)
-            problem = None
-        except (RepoError, UnsafeTreeError) as e:
-            data, problem = None, f"the {name} tree cannot be copied: {e}"
+        data: bytes | None = None
+        problem = None
+        if not (name == TRUSTED and trusted_is_head):
+            try:
+                data = _tar(source, tree)
+            except (RepoError, UnsafeTreeError) as e:
+                problem = f"the {name} tree cannot be copied: {e}"
         plan.jobs[name] = _Job(
-            check=spec,
+            check=dataclasses.replace(spec, pytest_config=base_config),
             run=name,
             tar=data,
             problem=problem,
             cache=entry if name == BASE else None,
+        )
+    if known is None and TRUSTED in plan.jobs:
+        plan.jobs[TRUSTED].prepare = _after_base(
+            plan, source, ev.base.tree, trusted_tree, candidates, same_as_head=trusted_is_head
         )
     return plan

@@ -17,14 +17,16 @@ disagree as a *tamper finding* (kind, detail):
 - the plugin's own tripwires (`outcome-rewritten`, `pytest-patched`, `plugin-registered`,
   `trace-function`, `import-hook`, `test-code-replaced`, `tests-unaccounted`).
 
-A finding of a kind the *base* run shows too is the project's own harness at work (the
-base's code is already trusted) and is waived; gate/differential/runs.py does that, and
+A finding the *base* run shows with the very same detail is the project's own harness at
+work (the base's code is already trusted) and is waived, unless its detail names a file
+the change's non-test code touches; gate/differential/runs.py does that, and
 `witness-missing` (pytest ran under the witness on the base, not against the change).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -32,7 +34,16 @@ from gate.differential import junitpath
 from gate.differential.paths import WORKSPACE
 from gate.model import CheckResult, CheckSpec, Phase, WitnessSession
 
-__all__ = ["WORKSPACE", "Assessment", "assess", "foreign_conftest", "waive"]
+__all__ = [
+    "WORKSPACE",
+    "Assessment",
+    "assess",
+    "foreign_conftest",
+    "test_files",
+    "test_inputs",
+    "tree_path",
+    "waive",
+]
 
 _TEST_STATUSES_FAILED = (1, 2, 3, 4)  # pytest: failed, interrupted, internal, usage error
 
@@ -43,11 +54,25 @@ class Assessment:
     findings: tuple[tuple[str, str], ...]  # (kind, detail)
 
 
+_NAMED_PATH = re.compile(re.escape(WORKSPACE) + r"/[^\s()'\",]+")
+
+
 def waive(
-    findings: Iterable[tuple[str, str]], kinds: frozenset[str]
+    findings: Iterable[tuple[str, str]],
+    base: frozenset[tuple[str, str]],
+    changed_code: Callable[[bytes], bool],
 ) -> tuple[tuple[str, str], ...]:
-    """`findings` less those of `kinds` (what the base run shows too)."""
-    return tuple(f for f in findings if f[0] not in kinds)
+    """`findings` less those the base run shows with the very same detail (kind and the
+    plugin's defining file, or the patched name and where its replacement is defined),
+    never one whose detail names a file `changed_code` says the change's non-test code
+    touches: the same plugin file with the change's content is not the base's plugin."""
+    out: list[tuple[str, str]] = []
+    for kind, detail in findings:
+        named = (tree_path(m) for m in _NAMED_PATH.findall(detail))
+        if (kind, detail) in base and not any(p is not None and changed_code(p) for p in named):
+            continue
+        out.append((kind, detail))
+    return tuple(out)
 
 
 def _report_path(spec: CheckSpec) -> str | None:
@@ -133,6 +158,39 @@ def foreign_conftest(
     if blob != want:
         return [("conftest-not-in-tree", f"{rel} is not the tree's (changed while tests ran)")]
     return []
+
+
+def tree_path(path: str) -> bytes | None:
+    """A path the witness reported, as a path of the tree (None: outside the workspace)."""
+    prefix = WORKSPACE + "/"
+    if not path.startswith(prefix) or "/../" in path + "/" or "/./" in path + "/":
+        return None
+    return path[len(prefix) :].encode("utf-8", "surrogateescape")
+
+
+def test_files(sessions: Iterable[WitnessSession]) -> tuple[bytes, ...]:
+    """The tree's files that the sessions' collected tests are in (SPEC §3.2)."""
+    found = {t for s in sessions for p in s.test_files if (t := tree_path(p)) is not None}
+    return tuple(sorted(found))
+
+
+def test_inputs(
+    sessions: Iterable[WitnessSession], is_test: Callable[[bytes], bool]
+) -> tuple[bytes, ...]:
+    """The tree's files that test code read (SPEC §3.2): reads whose reader is a test file
+    of the check or a file the sessions' tests are in. What the code under test reads for
+    itself is the change's to decide, and is not listed."""
+    sessions = tuple(sessions)
+    tests = set(test_files(sessions))
+    found: set[bytes] = set()
+    for s in sessions:
+        for reader, path in s.reads:
+            who, what = tree_path(reader), tree_path(path)
+            if who is None or what is None or what == who:
+                continue
+            if who in tests or is_test(who):
+                found.add(what)
+    return tuple(sorted(found))
 
 
 def _counts(s: WitnessSession) -> str:

@@ -36,7 +36,8 @@ from gate.model import (
 from gate.policy.blast import ImportCache, Thresholds, blast_radius
 from gate.policy.catalog import CATALOG
 from gate.policy.context import Context, Rule
-from gate.policy.manifests import is_build_time_path, wants_tree_file
+from gate.policy.manifests import is_build_time_path
+from gate.policy.manifests import wants_tree_file as _manifest_or_source
 from gate.policy.patch import FileDiff, parse_patch
 from gate.policy.paths import (
     glob_match,
@@ -45,6 +46,7 @@ from gate.policy.paths import (
     is_git_plumbing_path,
 )
 from gate.policy.pinbump import MAX_LOOKUPS, PinTags, TagAnswer, lookups, pin_candidate, pin_moves
+from gate.policy.testing import is_pytest_config
 
 __all__ = [
     "CATALOG_VERSION",
@@ -157,12 +159,24 @@ def binary_scan_paths(inventory: Sequence[InventoryEntry], *, max_bytes: int) ->
     return frozenset(out)
 
 
+def wants_tree_file(path: bytes) -> bool:
+    """Files of the proven tree the policy reads when given (`evaluate(tree_files=...)`):
+    Python sources, structured manifests, lockfiles, and every file pytest may read its
+    configuration from."""
+    return _manifest_or_source(path) or is_pytest_config(path)
+
+
 def wants_base_file(entry: InventoryEntry) -> bytes | None:
     """The base path whose contents `evaluate(base_files=...)` wants for this entry: the
     old side of a changed Python file (tests: `tests-skipped`; other code:
-    `harness-tampering`); None for anything else."""
+    `harness-tampering`) or of a file pytest may read its configuration from (compared
+    parsed, `test-config-changed`); None for anything else."""
     old = entry.old_path or entry.path
-    if entry.status in (ChangeStatus.ADDED, ChangeStatus.DELETED) or entry.binary:
+    if entry.status is ChangeStatus.ADDED or entry.binary:
+        return None
+    if is_pytest_config(old):
+        return old
+    if entry.status is ChangeStatus.DELETED:
         return None
     return old if old.endswith(b".py") else None
 

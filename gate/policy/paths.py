@@ -44,6 +44,7 @@ __all__ = [
     "check_git_plumbing",
     "check_new_executable",
     "check_symlink",
+    "DEFAULT_TESTS",
     "glob_match",
     "glob_problem",
     "glob_rule",
@@ -53,6 +54,7 @@ __all__ = [
     "is_git_plumbing_path",
     "is_test_path",
     "plugin_metadata_root",
+    "selects_tests",
 ]
 
 
@@ -223,9 +225,38 @@ _TEST_NAME = re.compile(
 )
 
 
+# SPEC §3.1/§3.2: the trusted test files by default, one definition for the policy (a
+# Python test path is `is_test_path`) and the differential (the files the trusted run takes
+# from the base). Test directories at any depth (`calc/tests/`, pluggy's and pytest's
+# `testing/`), test-named modules anywhere, and every conftest.py.
+DEFAULT_TESTS = (
+    "**/tests/**",
+    "**/test/**",
+    "**/testing/**",
+    "**/test_*.py",
+    "**/*_test.py",
+    "**/*_tests.py",
+    "**/tests.py",
+    "**/conftest.py",
+)
+
+
+def selects_tests(globs: tuple[str, ...] = ()) -> Callable[[bytes], bool]:
+    """Whether a path is a test file: matched by `globs` (a check's `tests`), or by
+    DEFAULT_TESTS when there are none; conftest.py always is."""
+    patterns = (*(globs or DEFAULT_TESTS), "**/conftest.py")
+    return lambda path: any(glob_match(g, path) for g in patterns)
+
+
+_is_default_test = selects_tests()
+
+
 def is_test_path(path: bytes) -> bool:
-    """A test source file: a test-named file anywhere, or source code under a test dir."""
+    """A test source file. Python: DEFAULT_TESTS, the differential's definition; other
+    languages: a test-named file anywhere, or source code under a test directory."""
     b = basename(path)
+    if b.endswith((b".py", b".pyi")):
+        return _is_default_test(path)
     if _TEST_NAME.match(b):
         return True
     return b.endswith(_CODE_EXT) and any(d in _TEST_DIRS for d in dirs_of(path))

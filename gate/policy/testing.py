@@ -14,12 +14,15 @@ differential), not for this static policy.
 
 from __future__ import annotations
 
+import configparser
 import re
+import shlex
+import tomllib
 from collections import Counter
 from collections.abc import Iterator
 
 from gate.lazyre import lazy
-from gate.model import ChangeStatus
+from gate.model import ChangeStatus, InventoryEntry
 from gate.policy.context import Context, RawFinding, as_text, basename, paths_of, text_diffs
 from gate.policy.manifests import describe_line, indent, manifest_sections
 from gate.policy.patch import FileDiff, HunkLine
@@ -34,6 +37,8 @@ __all__ = [
     "check_tests_deleted",
     "check_tests_skipped",
     "pytest_collects",
+    "is_pytest_config",
+    "pytest_settings",
     "shadowed_module",
 ]
 
@@ -309,6 +314,13 @@ _PYTEST_CONFIG = frozenset(
         b"pyproject.toml",
     }
 )
+
+
+def is_pytest_config(path: bytes) -> bool:
+    """A file pytest may read its configuration from (by name, at any depth)."""
+    return basename(path) in _PYTEST_CONFIG
+
+
 _DESELECT = lazy(rb"(--deselect\b|--ignore(?:-glob)?[= ]|(?:^|\s)-k[= ]\S*\bnot\b)")
 _DEF_LINE = lazy(
     rb"^\s*(?:(?:async\s+)?def\s|class\s|func\s|fn\s|(?:it|test|describe)\s*\(|"
@@ -506,6 +518,102 @@ _PYTEST_SECTIONS: dict[bytes, re.Pattern[str]] = {
 _INERT_SECTIONS = frozenset({"tool.pytest.ini_options.markers"})
 
 
+_INERT_KEYS = frozenset({"markers", "ini_options.markers"})
+_ABSENT = b""  # a side without the file: no pytest settings there
+
+
+def pytest_settings(name: bytes, data: bytes) -> dict[str, object]:
+    """pytest's settings in a configuration file named `name`, read as pytest reads it:
+    TOML with `tomllib` (pyproject's `[tool.pytest]` table, `ini_options` included, and
+    pytest.toml's `[pytest]`), INI with `configparser` (`[pytest]`; setup.cfg's
+    `[tool:pytest]`), keys case-sensitive, no interpolation, no defaults section, a
+    duplicate section or key an error (as iniconfig's). Keys are dotted paths.
+
+    Raises:
+        ValueError: the file does not parse (not UTF-8, not TOML, not INI).
+    """
+    text = data.decode("utf-8")
+    if name.endswith(b".toml"):
+        try:
+            doc: dict[str, object] = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ValueError(f"not TOML: {e}") from e
+        table = doc.get("tool") if name == b"pyproject.toml" else doc
+        got = table.get("pytest") if isinstance(table, dict) else None
+        return dict(_flatten(got)) if isinstance(got, dict) else {}
+    ini = configparser.ConfigParser(
+        interpolation=None, strict=True, default_section="\0", comment_prefixes=("#", ";")
+    )
+    ini.optionxform = str  # type: ignore[assignment,method-assign]
+    try:
+        ini.read_string(text)
+    except configparser.Error as e:
+        raise ValueError(f"not INI: {e}".splitlines()[0]) from e
+    section = "tool:pytest" if name == b"setup.cfg" else "pytest"
+    return dict(ini[section]) if ini.has_section(section) else {}
+
+
+def _flatten(table: dict[str, object], prefix: str = "") -> Iterator[tuple[str, object]]:
+    for key, value in table.items():
+        if key == "ini_options" and not prefix and isinstance(value, dict):
+            yield from _flatten(value, "ini_options.")
+        else:
+            yield prefix + key, value
+
+
+def _plugins(value: object) -> list[str]:
+    """Plugins an `addopts` value loads with `-p NAME` (string or list form)."""
+    if isinstance(value, str):
+        try:
+            args = shlex.split(value)
+        except ValueError:
+            args = value.split()
+    elif isinstance(value, list):
+        args = [str(a) for a in value]
+    else:
+        return []
+    out: list[str] = []
+    for i, a in enumerate(args):
+        name = args[i + 1] if a == "-p" and i + 1 < len(args) else None
+        if a.startswith("-p") and a != "-p":
+            name = a[2:].lstrip("=")
+        if name and not name.startswith("no:"):
+            out.append(name)
+    return out
+
+
+def _settings_change(ctx: Context, e: InventoryEntry) -> list[str] | None:
+    """What a change to a file pytest may read its configuration from changes in pytest's
+    settings, compared parsed on both sides; None when a side's content is not at hand."""
+    name = basename(e.path)
+    old_path = e.old_path or e.path
+    if e.status is ChangeStatus.ADDED:
+        old: bytes | None = _ABSENT
+    else:
+        old = ctx.base_files.get(old_path) if ctx.base_files is not None else None
+    if e.status is ChangeStatus.DELETED:
+        new: bytes | None = _ABSENT
+    else:
+        new = ctx.tree_files.get(e.path) if ctx.tree_files is not None else None
+    if old is None or new is None:
+        return None
+    sides: list[dict[str, object]] = []
+    for side, data, which in ((old_path, old, "base"), (e.path, new, "change")):
+        try:
+            sides.append(pytest_settings(basename(side), data) if data else {})
+        except ValueError as err:
+            return [f"the {which}'s {as_text(name)} does not parse as pytest reads it ({err})"]
+    before, after = sides
+    out: list[str] = []
+    for key in sorted(before.keys() | after.keys()):
+        if key in _INERT_KEYS or before.get(key) == after.get(key):
+            continue
+        loads = [p for p in _plugins(after.get(key)) if p not in _plugins(before.get(key))]
+        tail = f" (loads plugin {', '.join(loads)})" if key.endswith("addopts") and loads else ""
+        out.append(f"pytest configuration changed: {key}{tail}")
+    return out
+
+
 def check_test_config(ctx: Context) -> Iterator[RawFinding]:
     for e in ctx.inventory:
         for p in paths_of(e):
@@ -513,6 +621,15 @@ def check_test_config(ctx: Context) -> Iterator[RawFinding]:
                 yield RawFinding(
                     p, f"pytest configuration file {e.status.value}: it decides which tests run"
                 )
+        if basename(e.path) not in _PYTEST_CONFIG:
+            continue
+        parsed = _settings_change(ctx, e)
+        if parsed is not None:
+            # SPEC §3.2: compared as pytest reads it, not line by line (a table header
+            # `[tool .pytest.ini_options]`, a list `addopts = ["-p", "x"]`, a `"""` string
+            # that looks like a header all read as pytest reads them)
+            yield from (RawFinding(e.path, message) for message in parsed)
+            continue
         rx = _PYTEST_SECTIONS.get(basename(e.path))
         d = ctx.diff_of(e)
         if rx is None or d is None:

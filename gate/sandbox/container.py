@@ -317,7 +317,11 @@ class CheckRun:
         found = bytecode.listing(self.api, container, self.image.id)
         self.journal.append("bytecode-linked", check=self.spec.name, files=len(found))
         with docker_errors("copy the witness into the container"):
-            data = witness.plugin_tar(writable_prefix=self.writable, bytecode=found)
+            data = witness.plugin_tar(
+                writable_prefix=self.writable,
+                bytecode=found,
+                pytest_config=self.spec.pytest_config,
+            )
             self.api.put_archive(container, witness.MOUNT, data)
 
     def _needs_holder(self) -> bool:
@@ -723,8 +727,13 @@ class CheckRun:
         environment = [f"PYTHONPYCACHEPREFIX={PYCACHE_PREFIX}"]
         if phase is Phase.TEST:
             environment.append("PYTHONNOUSERSITE=1")
+            config = self.spec.pytest_config
             environment.extend(
-                witness.test_environment(self.env, differential=differential.enabled(self.spec))
+                witness.test_environment(
+                    self.env,
+                    config and config[0],
+                    differential=differential.enabled(self.spec),
+                )
             )
         if phase is Phase.SETUP and self.networked and self.egress is not None:
             environment.extend(self.egress.env)  # this command only: not in the commit

@@ -7,7 +7,9 @@ check (root without capabilities, or any other user) can import it but never cha
 rename or replace it; and `pycache/` (1777), the bytecode prefix, written by setup and
 build (all but `pycache/opt/proofgate`: no bytecode for the witness; what they write for
 the tree, a differential's test phase does not see). Test containers mount the volume
-read-only. Test commands get `PYTEST_ADDOPTS=-p proofgate_witness` and `witness/` first
+read-only. A differential's runs get the base's pytest configuration in `config/` (0444;
+gate/differential/pytestconfig.py). Test commands get `PYTEST_ADDOPTS=-p proofgate_witness`
+(and, with that configuration, `-c` naming it and `--rootdir /workspace`) and `witness/` first
 on `PYTHONPATH`, so every pytest session of the test phase loads the plugin before the
 tree's code; its line in the command's output (read through the daemon, like the rest of
 the log) is parsed here.
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 
-from gate.differential.paths import MOUNT, PYCACHE, WITNESS_DIR, WORKSPACE
+from gate.differential.paths import CONFIG_DIR, MOUNT, PYCACHE, WITNESS_DIR, WORKSPACE
 from gate.differential.tarprotect import PROTECTED_UID
 from gate.model import WitnessSession
 from gate.sandbox.bytecode import farm_entries
@@ -54,6 +56,7 @@ def parse_session(raw: bytes) -> WitnessSession | None:
         d = json.loads(raw)
         junit = d.get("junit") or {}
         pid = d.get("pid")
+        inputs = dict(d.get("inputs") or {})
         return WitnessSession(
             exitstatus=int(d["exitstatus"]),
             junit_path=str(junit["path"]) if junit.get("path") else None,
@@ -68,6 +71,9 @@ def parse_session(raw: bytes) -> WitnessSession | None:
             xdist=bool(d.get("xdist")),
             pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else 0,
             ended=False,
+            test_files=tuple(str(p) for p in list(d.get("test_files") or [])),
+            reads=tuple((str(r), str(p)) for r, p in list(inputs.get("reads") or [])),
+            reads_dropped=int(inputs.get("dropped") or 0),
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -159,11 +165,17 @@ def plugin_digest() -> str:
 
 
 @lru_cache(maxsize=8)
-def plugin_tar(*, writable_prefix: bool, bytecode: tuple[str, ...] = ()) -> bytes:
+def plugin_tar(
+    *,
+    writable_prefix: bool,
+    bytecode: tuple[str, ...] = (),
+    pytest_config: tuple[str, bytes] | None = None,
+) -> bytes:
     """The volume's content: `witness/` with the plugin (read-only) and `pycache/`, all
     owned by `PROTECTED_UID`; `pycache/` is 1777 for a check with setup or build (whose
     test containers mount the volume read-only), 0555 otherwise. In the prefix, a link
-    to each of the image's `bytecode` files (gate/sandbox/bytecode.py)."""
+    to each of the image's `bytecode` files (gate/sandbox/bytecode.py). With
+    `pytest_config` (a differential's run), `config/` holds that file, read-only."""
     source = resources.files("gate.sandbox").joinpath("witness_plugin.py").read_bytes()
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -188,11 +200,29 @@ def plugin_tar(*, writable_prefix: bool, bytecode: tuple[str, ...] = ()) -> byte
         name = PYCACHE.removeprefix(MOUNT + "/")
         for member in farm_entries(bytecode, prefix=name, writable=writable_prefix):
             tar.addfile(member)
+        if pytest_config is not None:
+            _add_config(tar, *pytest_config)
     return buf.getvalue()
 
 
-def test_environment(env: dict[str, str], *, differential: bool) -> list[str]:
+def _add_config(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    where = CONFIG_DIR.removeprefix(MOUNT + "/")
+    info = tarfile.TarInfo(where)
+    info.type, info.mode = tarfile.DIRTYPE, 0o555
+    info.uid = info.gid = PROTECTED_UID
+    tar.addfile(info)
+    info = tarfile.TarInfo(f"{where}/{name}")
+    info.size, info.mode, info.mtime = len(data), 0o444, 1
+    info.uid = info.gid = PROTECTED_UID
+    tar.addfile(info, io.BytesIO(data))
+
+
+def test_environment(
+    env: dict[str, str], pytest_config: str | None, *, differential: bool
+) -> list[str]:
     """What a test command adds to its environment (`env`: the check's and the image's).
+    With `pytest_config` (the file name in the volume's `config/`), pytest reads that
+    file and nothing of the tree as its configuration, rooted at the workspace.
 
     With a differential, every run of it (head, base, trusted, proving) gets the same
     options (SPEC §3.2): a module of the base's tests that does not import against the
@@ -202,6 +232,8 @@ def test_environment(env: dict[str, str], *, differential: bool) -> list[str]:
     addopts = f"-p {MODULE}"
     if differential:
         addopts += f" {CONTINUE}"
+    if pytest_config is not None:
+        addopts += f" -c {CONFIG_DIR}/{pytest_config} --rootdir {WORKSPACE}"
     if env.get("PYTEST_ADDOPTS"):
         addopts += " " + env["PYTEST_ADDOPTS"]
     path = WITNESS_DIR + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

@@ -298,10 +298,13 @@ def _changed(group):
     if now is not None and _all(_map(_is, now, values)):
         return []
     out = []
+    seen = set()
     for label, mapping, k, v in zip(labels, maps, keys, values):  # noqa: B905
         name = label + "." + k
-        if mapping.get(k, None) is not v and name not in out:
-            out.append(name)
+        now = mapping.get(k, None)
+        if now is not v and name not in seen:
+            seen.add(name)
+            out.append(name + " (" + _replaced_by(now) + ")")
     return out
 
 
@@ -650,6 +653,107 @@ def _blob_id(path):
     return _sha1(b"blob %d\0" % _len(data) + data).hexdigest()  # noqa: S324 - git's id
 
 
+# SPEC §3.2: what the base's tests depend on comes from the base. The collected tests'
+# files (a test's file is the file the run itself reports) and the workspace files test
+# code opened for reading (data such as `calc/data/cases.json`), each bounded; proofgate
+# keeps the reads whose reader is a test file of the check (gate/differential/__init__.py).
+_WORKSPACE = "/workspace/"
+_MAX_TEST_FILES = 20000
+_MAX_READS = 2000
+_SOURCE_DISPLAY = ("/linecache.py",)
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+
+
+def _test_files(items):
+    """The files the collected tests are defined in (absolute paths), bounded."""
+    out = set()
+    for item in items:
+        path = _getattr(item, "path", None) or _getattr(item, "fspath", None)
+        if path is not None:
+            out.add(_str(path))
+            if _len(out) >= _MAX_TEST_FILES:
+                break
+    return _sorted(out)
+
+
+def _reading(mode, flags):
+    if _isinstance(mode, str):
+        return not any(c in mode for c in "wax+")
+    return _isinstance(flags, int) and not flags & _WRITE_FLAGS
+
+
+def _make_reads():
+    """An audit hook (Python 3.8+) on `open`: for a read of a workspace file, the nearest
+    workspace frame that asked for it (the reader). Opens made by the import system on
+    behalf of a module (its source, through the frozen importlib) are imports, and source
+    lines read for a traceback or `inspect` (through `linecache`) are displays: neither
+    is recorded. Returns a function giving what was recorded."""
+    seen = {}  # (reader, path) -> None, in order
+    dropped = [0]
+
+    def hook(event, args):
+        if event != "open" or not args:
+            return
+        path = args[0]
+        if not _isinstance(path, str) or not path.startswith(_WORKSPACE):
+            return
+        if not _reading(args[1] if _len(args) > 1 else None, args[2] if _len(args) > 2 else None):
+            return
+        try:
+            frame = _getframe(1)
+        except ValueError:
+            return
+        reader = None
+        for _ in range(64):
+            if frame is None:
+                break
+            name = frame.f_code.co_filename
+            if name.startswith("<frozen importlib") or name.endswith(_SOURCE_DISPLAY):
+                return
+            if name.startswith(_WORKSPACE):
+                reader = name
+                break
+            frame = frame.f_back
+        if reader is None or (reader, path) in seen:
+            return
+        if _len(seen) >= _MAX_READS:
+            dropped[0] += 1
+            return
+        seen[(reader, path)] = None
+
+    if _getattr(sys, "addaudithook", None) is not None:
+        sys.addaudithook(hook)
+
+    def to_json():
+        return {"reads": [[r, p] for r, p in seen], "dropped": dropped[0]}
+
+    return to_json
+
+
+def _replaced_by(value):
+    """Where a replaced attribute's new value is defined: its code's file, or 'removed'."""
+    if value is None:
+        return "removed"
+    func = _getattr(value, "__func__", None) or _getattr(value, "fget", None) or value
+    code = _getattr(func, "__code__", None)
+    if code is not None:
+        return "now defined in " + _abspath(code.co_filename)
+    module = sys.modules.get(_getattr(value, "__module__", "") or "")
+    path = _getattr(module, "__file__", None)
+    return "now defined in " + (_abspath(path) if _isinstance(path, str) else "no file")
+
+
+def _plugin_detail(plugin):
+    """A registered plugin's name and the file that defines it: proofgate waives a finding
+    the base run shows too only for the very same detail (gate/differential/witness.py)."""
+    name = _getattr(plugin, "__name__", None) or _type(plugin).__name__
+    path = _getattr(plugin, "__file__", None)
+    if not _isinstance(path, str):
+        module = sys.modules.get(_getattr(_type(plugin), "__module__", "") or "")
+        path = _getattr(module, "__file__", None)
+    return "{} ({})".format(name, _abspath(path) if _isinstance(path, str) else "no file")
+
+
 # --- the closing line -------------------------------------------------------------------
 # Registered at import, before the tree's code can register its own hooks: atexit runs
 # last-registered first, so this runs after them, when the process ends normally.
@@ -677,7 +781,8 @@ def _make_witness(config):
     """The plugin object: its hooks are closures over its state and the guard."""
     fd = _FD
     tampered = []
-    st = {"collecting": False, "items": [], "emitted": False}
+    st = {"collecting": False, "items": [], "emitted": False, "test_files": []}
+    reads = _make_reads()
     raised = {}  # nodeid -> the call raised (not a skip)
     ran = set()
     conftests = {}
@@ -707,7 +812,7 @@ def _make_witness(config):
             if _basename(path) in ("conftest.py", "conftest.pyc"):
                 conftests[_abspath(path)] = _blob_id(path)
                 return
-        flag("plugin-registered", _getattr(plugin, "__name__", _type(plugin).__name__))
+        flag("plugin-registered", _plugin_detail(plugin))
 
     @_hookimpl(tryfirst=True)
     def pytest_collection(session):
@@ -727,6 +832,7 @@ def _make_witness(config):
     @_hookimpl(trylast=True)
     def pytest_collection_modifyitems(session, config, items):
         st["items"] = [item.nodeid for item in items]
+        st["test_files"] = _test_files(items)
 
     @_hookimpl(trylast=True)
     def pytest_collection_finish(session):
@@ -838,6 +944,8 @@ def _make_witness(config):
             "conftests": [[p, b] for p, b in _sorted(conftests.items())],
             "tampered": tampered,
             "xdist": _xdist(config),
+            "test_files": st["test_files"],
+            "inputs": reads(),
         }
         data = ("\n" + MARKER + _dumps(line) + "\n").encode()
         if fd is None:

@@ -1732,19 +1732,41 @@ def by_id(case_id: str) -> Case:
 
 # Attacks on the evidence (SPEC §3.2) live in their own module and count here.
 from tests.attacks.environment import ENVIRONMENT_CASES  # noqa: E402
-from tests.attacks.evidence import EVIDENCE_CASES, IN_PROCESS_CASES, WITNESS_CASES  # noqa: E402
+from tests.attacks.evidence import (  # noqa: E402
+    DEPENDS_CASES,
+    EVIDENCE_CASES,
+    IN_PROCESS_CASES,
+    WITNESS_CASES,
+    in_package,
+)
 
 _LIES = tuple(c for c in IN_PROCESS_CASES if c.kind == "attack")
 _LIES_HONEST = tuple(c for c in IN_PROCESS_CASES if c.kind == "honest")
-# attacks before honest changes
+HONEST = (
+    *HONEST,
+    _honest(
+        "honest-in-package-tests",
+        "adds a feature to a package whose tests (and a helper) live in calc/tests/",
+        simple(
+            {
+                **in_package(),
+                b"calc/__init__.py": CALC + b"\n\ndef mul(a, b):\n    return a * b\n",
+                b"calc/tests/test_mul.py": b"from calc import mul\n\n\n"
+                b"def test_mul():\n    assert mul(2, 3) == 6\n",
+            },
+            in_package(),  # type: ignore[arg-type]
+        ),
+    ),
+)
 CASES = (
     *ATTACKS,
     *EVIDENCE_CASES,
     *WITNESS_CASES,
     *_LIES,
     *ENVIRONMENT_CASES,
+    *DEPENDS_CASES,
     *HONEST,
     *_LIES_HONEST,
-)
+)  # attacks before honest changes
 ATTACKS = tuple(c for c in CASES if c.kind == "attack")
 HONEST = tuple(c for c in CASES if c.kind == "honest")

@@ -28,6 +28,7 @@ from tests.attacks.corpus import (
     _attack,
     _honest,
     base_tree,
+    both,
     config,
     simple,
     wants_finding,
@@ -700,6 +701,153 @@ IN_PROCESS_CASES: tuple[Case, ...] = (
         "a change to a package whose tests are unittest.TestCase classes",
         _honest_in_process(
             {b"calc.py": CALC_RENAMED_ARGS}, _JUNIT_CFG, **{"test_calc.py": TEST_CALC_UNITTEST}
+        ),
+    ),
+)
+
+
+# --- what the base's tests depend on comes from the base (SPEC §3.2) ------------------
+
+_PASS_ALL = b"""import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    return True
+"""
+SPACED_HEADER_PLUGIN = b'[tool .pytest.ini_options]\naddopts = ["-p", "speedups"]\n'
+_CHECK_ADD = b"def check_add(add):\n    assert add(2, 3) == 5\n"
+_USES_HELPER = b"from calc import add\nfrom calc.tests._helpers import check_add\n\n\n"
+_USES_HELPER += b"def test_add():\n    check_add(add)\n"
+_READS_CASES = b"""import json
+import pathlib
+
+from calc import add
+
+
+def test_add():
+    cases = pathlib.Path(__file__).with_name("calc") / "data" / "cases.json"
+    for a, b, c in json.loads(cases.read_text()):
+        assert add(a, b) == c
+"""
+_HARMLESS_CONFTEST = b"""class Harmless:
+    pass
+
+
+def pytest_collection(session):
+    session.config.pluginmanager.register(Harmless(), "harmless")
+"""
+_GREEN_HARMLESS = """import gc, pytest
+class Harmless:
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pyfunc_call(self, pyfuncitem):
+        return True
+for _o in gc.get_objects():
+    if type(_o).__name__ == "PytestPluginManager":
+        _o.register(Harmless(), "harmless-too")
+        break
+"""
+
+
+def in_package(**extra: bytes) -> dict[bytes, object]:
+    """The base with its tests inside the package: calc/tests/, a helper beside them."""
+    tree = base_tree(**{".github/proofgate.yml": _JUNIT_CFG})
+    for old in (b"calc.py", b"test_calc.py"):
+        del tree[old]
+    files = {
+        "calc/__init__.py": CALC,
+        "calc/tests/__init__.py": b"",
+        "calc/tests/_helpers.py": _CHECK_ADD,
+        "calc/tests/test_calc.py": _USES_HELPER,
+        **extra,
+    }
+    tree.update({k.encode(): v for k, v in files.items()})
+    return tree  # type: ignore[return-value]
+
+
+def _reads_data() -> dict[bytes, object]:
+    tree = base_tree(**{".github/proofgate.yml": _JUNIT_CFG, "test_calc.py": _READS_CASES})
+    tree[b"calc/data/cases.json"] = b"[[2, 3, 5]]\n"
+    return tree  # type: ignore[return-value]
+
+
+DEPENDS_CASES: tuple[Case, ...] = (
+    _attack(
+        "pyproject-plugin-behind-spaced-header",
+        'breaks the code and adds `[tool .pytest.ini_options] addopts = ["-p", ...]`, a '
+        "plugin in a non-test module that keeps every test body from running",
+        F({FAILED}),
+        with_inspect(
+            _with_config(
+                _JUNIT_CFG,
+                {
+                    b"calc.py": CALC_BROKEN,
+                    b"pyproject.toml": SPACED_HEADER_PLUGIN,
+                    b"speedups.py": _PASS_ALL,
+                },
+            ),
+            wants_reason("regression"),
+        ),
+    ),
+    _attack(
+        "in-package-test-helper-weakened",
+        "breaks the code and weakens the helper of the in-package tests (calc/tests/_helpers.py)",
+        F({FAILED}),
+        with_inspect(
+            simple(
+                {
+                    **in_package(),
+                    b"calc/__init__.py": CALC_BROKEN,
+                    b"calc/tests/_helpers.py": b"def check_add(add):\n    pass\n",
+                },
+                in_package(),  # type: ignore[arg-type]
+            ),
+            wants_reason("regression"),
+        ),
+    ),
+    _attack(
+        "expected-data-weakened",
+        "breaks the code and rewrites the expected data the base's tests read (calc/data/)",
+        F({FAILED}),
+        with_inspect(
+            simple(
+                {
+                    **_reads_data(),
+                    b"calc.py": CALC_BROKEN,
+                    b"calc/data/cases.json": b"[[2, 3, -1]]\n",
+                },
+                _reads_data(),  # type: ignore[arg-type]
+            ),
+            both(wants_reason("regression"), wants_reason("test-input-changed")),
+        ),
+    ),
+    _attack(
+        "package-init-relabels-a-regression",
+        "breaks calc/__init__.py and skips its test in its own run only (a new conftest)",
+        F({FAILED}),
+        with_inspect(
+            simple(
+                {
+                    **in_package(),
+                    b"calc/__init__.py": CALC_BROKEN,
+                    b"calc/tests/conftest.py": b"import pytest\n\n\n"
+                    b"def pytest_collection_modifyitems(items):\n    for item in items:\n"
+                    b"        if item.name == 'test_add':\n"
+                    b"            item.add_marker(pytest.mark.skip('later'))\n",
+                },
+                in_package(),  # type: ignore[arg-type]
+            ),
+            wants_reason("regression"),
+        ),
+    ),
+    _attack(
+        "base-harness-plugin-waives-the-changes",
+        "the base's conftest registers a harmless plugin; the broken code registers a "
+        "pass-forcing one of the same name",
+        F({FAILED}),
+        with_inspect(
+            _in_process(_GREEN_HARMLESS, _JUNIT_CFG, **{"conftest.py": _HARMLESS_CONFTEST}),
+            wants_reason("evidence-tampered"),
         ),
     ),
 )

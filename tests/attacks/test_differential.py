@@ -339,3 +339,222 @@ def test_differential_full_names_the_tests_that_fail_without_the_change(tmp_path
     assert block["proving"] == ["tests.test_mul::test_mul"]
     assert block["runs"]["proving"]["pass"] == 3  # type: ignore[index]
     assert block["findings"] == []
+
+
+# --- SPEC §3.2: what the base's tests depend on comes from the base -------------------
+
+PASS_ALL_PLUGIN = (
+    b"import pytest\n\n\n@pytest.hookimpl(tryfirst=True)\n"
+    b"def pytest_pyfunc_call(pyfuncitem):\n    return True  # the test's body never runs\n"
+)
+
+
+def test_a_plugin_added_in_pyproject_with_a_spaced_header_is_not_the_trusted_runs(
+    tmp_path: Path,
+) -> None:
+    # `[tool .pytest.ini_options]` is pytest's table to TOML; the plugin, a non-test
+    # module, loads before the witness and keeps every test body from running
+    pr = {
+        **_base(),
+        b"calc.py": CALC2_BROKEN,
+        b"pyproject.toml": b'[project]\nname = "calc"\n\n'
+        b'[tool .pytest.ini_options]\naddopts = ["-p", "calc_speedups"]\n',
+        b"calc_speedups.py": PASS_ALL_PLUGIN,
+    }
+    seen, pred = _run(tmp_path, pr)
+    assert seen.outcome == "FAILED", _detail(seen, pred)
+    assert "tests.test_calc::test_add" in _tests_block(pred)["regressions"]  # type: ignore[operator]
+    assert "trusted" not in _tests_block(pred)["run_notes"], _detail(seen, pred)  # type: ignore[operator]
+
+
+PYPROJECT = (
+    b'[project]\nname = "calc"\nversion = "1.0"\n\n'
+    b'[tool.pytest.ini_options]\ntestpaths = ["tests"]\n'
+)
+
+
+def test_a_pythonpath_hidden_behind_a_header_in_a_string_is_not_the_trusted_runs(
+    tmp_path: Path,
+) -> None:
+    base = _base(**{"pyproject.toml": PYPROJECT})
+    hidden = PYPROJECT + b'notes = """\n[tool.other]\n"""\npythonpath = ["stubs"]\n'
+    pr = {**base, b"calc.py": CALC2_BROKEN, b"pyproject.toml": hidden, b"stubs/calc.py": CALC2}
+    seen, pred = _run(tmp_path, pr, base)
+    assert seen.outcome == "FAILED", _detail(seen, pred)
+    assert "tests.test_calc::test_add" in _tests_block(pred)["regressions"]  # type: ignore[operator]
+
+
+def test_a_pyproject_edit_that_changes_no_pytest_setting_is_proven(tmp_path: Path) -> None:
+    base = _base(**{"pyproject.toml": PYPROJECT})
+    pr = {
+        **base,
+        b"pyproject.toml": PYPROJECT.replace(b'version = "1.0"', b'version = "1.1"'),
+        b"calc.py": CALC2 + b"\n\ndef mul(a, b):\n    return a * b\n",
+        b"tests/test_mul.py": MUL_TESTS,
+    }
+    seen, pred = _run(tmp_path, pr, base)
+    assert seen.outcome == "PROVEN", _detail(seen, pred)
+    assert _tests_block(pred)["runs"]["trusted"]["pass"] == 2  # type: ignore[index]
+
+
+IN_PACKAGE = {
+    "calc/__init__.py": CALC2,
+    "calc/tests/__init__.py": b"",
+    "calc/tests/_helpers.py": b"def check_add(add):\n    assert add(2, 3) == 5\n",
+    "calc/tests/test_calc.py": b"from calc import add\nfrom calc.tests._helpers import check_add"
+    b"\n\n\ndef test_add():\n    check_add(add)\n\n\ndef test_other():\n    assert True\n",
+}
+
+
+def _in_package(**files: Content) -> dict[bytes, Content]:
+    tree = {k: v for k, v in _base().items() if k not in (b"calc.py", b"tests/test_calc.py")}
+    tree.update({k.encode(): v for k, v in {**IN_PACKAGE, **files}.items()})
+    return tree
+
+
+def test_a_helper_of_in_package_tests_weakened_with_the_code_is_caught(tmp_path: Path) -> None:
+    base = _in_package()
+    pr = {
+        **base,
+        b"calc/__init__.py": CALC2_BROKEN,
+        b"calc/tests/_helpers.py": b"def check_add(add):\n    pass\n",
+    }
+    seen, pred = _run(tmp_path, pr, base)
+    assert seen.outcome == "FAILED", _detail(seen, pred)
+    assert _tests_block(pred)["regressions"] == ["calc.tests.test_calc::test_add"]
+
+
+def test_a_helper_in_testing_weakened_with_the_code_is_caught(tmp_path: Path) -> None:
+    helper = b"def check_add(add):\n    assert add(2, 3) == 5\n"
+    uses = b"from calc import add\nfrom testing.asserts import check_add\n\n\ndef test_add():\n"
+    base = _base(
+        **{
+            "testing/__init__.py": b"",
+            "testing/asserts.py": helper,
+            "tests/test_calc.py": uses + b"    check_add(add)\n",
+        }
+    )
+    pr = {
+        **base,
+        b"calc.py": CALC2_BROKEN,
+        b"testing/asserts.py": b"def check_add(add):\n    pass\n",
+    }
+    seen, pred = _run(tmp_path, pr, base)
+    assert seen.outcome == "FAILED", _detail(seen, pred)
+    assert _tests_block(pred)["regressions"] == ["tests.test_calc::test_add"]
+
+
+READS_CASES = (
+    b"import json\nimport pathlib\n\nfrom calc import add\n\n"
+    b"ROOT = pathlib.Path(__file__).resolve().parents[1]\n\n\n"
+    b"def test_add():\n"
+    b"    for a, b, c in json.loads((ROOT / 'calc' / 'data' / 'cases.json').read_text()):\n"
+    b"        assert add(a, b) == c\n"
+)
+
+
+def test_expected_data_weakened_with_the_code_is_caught(tmp_path: Path) -> None:
+    # calc/data/cases.json matches no test glob: the base run's witness saw the base's
+    # test read it, so the trusted run takes the base's copy, and the change is held
+    base = _base(**{"tests/test_calc.py": READS_CASES, "calc/data/cases.json": b"[[2, 3, 5]]\n"})
+    base[b"calc.py"] = CALC
+    pr = {**base, b"calc.py": CALC_BROKEN, b"calc/data/cases.json": b"[[2, 3, -1]]\n"}
+    seen, pred = _run(tmp_path, pr, base)
+    assert seen.outcome == "FAILED", _detail(seen, pred)
+    assert {"regression", "test-input-changed"} <= _codes(pred), _detail(seen, pred)
+    block = _tests_block(pred)
+    assert block["regressions"] == ["tests.test_calc::test_add"]
+    assert block["test_inputs_changed"] == ["calc/data/cases.json"]
+
+
+def test_expected_data_changed_with_honest_code_is_held_for_a_person(tmp_path: Path) -> None:
+    base = _base(**{"tests/test_calc.py": READS_CASES, "calc/data/cases.json": b"[[2, 3, 5]]\n"})
+    base[b"calc.py"] = CALC
+    pr = {**base, b"calc/data/cases.json": b"[[2, 3, 5], [1, 1, 2]]\n"}
+    seen, pred = _run(tmp_path, pr, base)
+    assert seen.outcome == "HELD", _detail(seen, pred)
+    assert _codes(pred) == {"test-input-changed"}, _detail(seen, pred)
+
+
+def test_in_package_tests_and_golden_data_under_tests_are_proven(tmp_path: Path) -> None:
+    golden = b"import json\nimport pathlib\n\nfrom calc import add\n\n\ndef test_golden():\n"
+    golden += b"    data = pathlib.Path(__file__).with_name('golden.json').read_text()\n"
+    golden += b"    assert [add(a, b) for a, b in json.loads(data)] == [5]\n"
+    base = _in_package(
+        **{"calc/tests/test_golden.py": golden, "calc/tests/golden.json": b"[[2, 3]]\n"}
+    )
+    pr = {
+        **base,
+        b"calc/__init__.py": CALC2 + b"\n\ndef mul(a, b):\n    return a * b\n",
+        b"calc/tests/test_mul.py": MUL_TESTS,
+    }
+    seen, pred = _run(tmp_path, pr, base)
+    assert seen.outcome == "PROVEN", _detail(seen, pred)
+    block = _tests_block(pred)
+    assert block["runs"]["trusted"]["pass"] == 3  # type: ignore[index]
+    assert block["proving"] == ["calc.tests.test_mul::test_mul"]
+
+
+def test_a_packages_init_does_not_relabel_a_regression(tmp_path: Path) -> None:
+    # the change breaks calc/__init__.py and hides the failure from its own run with a
+    # conftest (the trusted run has the base's harness): a regression, not an approvable
+    # changed expectation of `calc.tests.*`
+    base = _in_package()
+    skip = b"import pytest\n\n\ndef pytest_collection_modifyitems(items):\n"
+    skip += b"    for item in items:\n        if item.name == 'test_add':\n"
+    skip += b"            item.add_marker(pytest.mark.skip('later'))\n"
+    pr = {**base, b"calc/__init__.py": CALC2_BROKEN, b"calc/tests/conftest.py": skip}
+    seen, pred = _run(tmp_path, pr, base)
+    assert seen.outcome == "FAILED", _detail(seen, pred)
+    block = _tests_block(pred)
+    assert block["regressions"] == ["calc.tests.test_calc::test_add"]
+    assert block["expectation_changed"] == []
+
+
+HARMLESS_CONFTEST = (
+    b"class Harmless:\n    pass\n\n\n"
+    b"def pytest_collection(session):\n"
+    b"    session.config.pluginmanager.register(Harmless(), 'harmless')\n"
+)
+GREEN_AT_IMPORT = CALC2_BROKEN + (
+    b"\n\nimport gc\n\nimport pytest\n\n\nclass Harmless:\n"
+    b"    @pytest.hookimpl(tryfirst=True)\n"
+    b"    def pytest_pyfunc_call(self, pyfuncitem):\n        return True\n\n\n"
+    b"for _o in gc.get_objects():\n"
+    b"    if type(_o).__name__ == 'PytestPluginManager':\n"
+    b"        _o.register(Harmless(), 'harmless-too')\n        break\n"
+)
+
+
+def test_a_base_harness_plugin_does_not_waive_the_changes_plugin(tmp_path: Path) -> None:
+    base = _base(**{"conftest.py": HARMLESS_CONFTEST})
+    pr = {**base, b"calc.py": GREEN_AT_IMPORT}
+    seen, pred = _run(tmp_path, pr, base)
+    assert seen.outcome == "FAILED", _detail(seen, pred)
+    assert "evidence-tampered" in _codes(pred), _detail(seen, pred)
+    tampered = _tests_block(pred)["tampered"]
+    assert any("/workspace/calc.py" in t for t in tampered), tampered  # type: ignore[union-attr]
+
+
+def test_a_base_harness_plugin_alone_is_waived(tmp_path: Path) -> None:
+    base = _base(**{"conftest.py": HARMLESS_CONFTEST})
+    pr = {**base, b"calc.py": CALC2 + b"\n\ndef mul(a, b):\n    return a * b\n"}
+    pr[b"tests/test_mul.py"] = MUL_TESTS
+    seen, pred = _run(tmp_path, pr, base)
+    assert seen.outcome == "PROVEN", _detail(seen, pred)
+
+
+def test_a_cached_base_run_keeps_the_test_inputs_it_recorded(tmp_path: Path) -> None:
+    base = _base(**{"tests/test_calc.py": READS_CASES, "calc/data/cases.json": b"[[2, 3, 5]]\n"})
+    base[b"calc.py"] = CALC
+    pr = {**base, b"calc.py": CALC_BROKEN, b"calc/data/cases.json": b"[[2, 3, -1]]\n"}
+    ws = Workspace(tmp_path)
+    _, path = pr_repo(ws, pr, base)
+    first = prove(ws, Built(repo=path), tmp_path / "one")
+    second = prove(ws, Built(repo=path), tmp_path / "two")
+    assert (first.outcome, second.outcome) == ("FAILED", "FAILED"), second.log[-3000:]
+    pred = predicate_of((tmp_path / "two" / "receipt.json").read_bytes())
+    block = _tests_block(pred)
+    assert block["run_notes"]["base"] == "reused from the local cache"  # type: ignore[index]
+    assert block["regressions"] == ["tests.test_calc::test_add"]
+    assert block["test_inputs_changed"] == ["calc/data/cases.json"]

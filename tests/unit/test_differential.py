@@ -9,10 +9,12 @@ import pytest
 
 from gate import differential
 from gate.config import load_config
-from gate.differential import Run, compare, list_digest
+from gate.differential import Run, compare, list_digest, pytestconfig
 from gate.differential.junit import TestId, TestOutcome, parse_outcomes
+from gate.differential.tarprotect import PROTECTED_UID
 from gate.errors import ConfigError
-from gate.model import Decision, DifferentialMode, ReasonCode
+from gate.model import CheckSpec, Decision, DifferentialMode, Limits, ReasonCode
+from gate.policy.paths import is_test_path
 from gate.verdict import verdict_for
 
 P, F, E, S = TestOutcome.PASS, TestOutcome.FAIL, TestOutcome.ERROR, TestOutcome.SKIP
@@ -265,3 +267,120 @@ def test_a_module_that_does_not_collect_errors_its_tests() -> None:
     )
     # test_mul does not import without the change; test_other is merely absent: no proof
     assert report.proving == ("tests.test_mul::test_mul",)
+
+
+PKG_ADD = TestId(classname="calc.tests.test_calc", name="test_add")
+
+
+def _in_package(changed: frozenset[bytes], test_files: tuple[bytes, ...]) -> list[str]:
+    report = compare(
+        check="unit",
+        mode=DifferentialMode.TRUSTED,
+        head=Run(name="head", outcomes={PKG_ADD: P}),
+        base=Run(name="base", outcomes={PKG_ADD: P}, test_files=test_files),
+        trusted=Run(name="trusted", outcomes={PKG_ADD: F}),
+        proving=None,
+        changed=changed,
+        nontest_changed=True,
+        base_files={},
+        head_files={},
+    )
+    return _codes(report)
+
+
+@pytest.mark.parametrize("reported", [(b"calc/tests/test_calc.py",), ()], ids=["witness", "none"])
+def test_a_packages_init_is_never_a_tests_file(reported: tuple[bytes, ...]) -> None:
+    # SPEC §3.2: `calc/__init__.py` is no test's file, so a regression in calc.tests.* stays
+    # a regression (FAILED) when the change edits it, not an approvable changed expectation
+    assert _in_package(frozenset({b"calc/__init__.py"}), reported) == ["regression"]
+
+
+def test_a_tests_file_is_the_one_the_base_run_reports_by_exact_path() -> None:
+    changed = frozenset({b"calc/__init__.py", b"calc/tests/test_calc.py"})
+    assert _in_package(changed, (b"calc/tests/test_calc.py",)) == ["expectation-changed"]
+    # the base run says the test lives elsewhere: the changed file of that name is not its
+    assert _in_package(changed, (b"src/calc/tests/test_calc.py",)) == ["regression"]
+
+
+@pytest.mark.parametrize(
+    ("path", "trusted"),
+    [
+        (b"calc/tests/_helpers.py", True),
+        (b"testing/asserts.py", True),
+        (b"src/pkg/test/data/golden.json", True),
+        (b"tests/data/cases.json", True),
+        (b"pkg/sub/conftest.py", True),
+        (b"calc/tests.py", True),
+        (b"calc/data/cases.json", False),
+        (b"calc/__init__.py", False),
+        (b"contest.py", False),
+    ],
+)
+def test_one_definition_of_a_test_path_for_policy_and_differential(
+    path: bytes, trusted: bool
+) -> None:
+    default = differential.test_files(CheckSpec(name="unit", phases=(), limits=Limits()))
+    assert default(path) is trusted
+    if path.endswith(b".py"):
+        assert is_test_path(path) is trusted  # the policy's Python test paths are the same
+
+
+@pytest.mark.parametrize(
+    ("files", "want"),
+    [
+        ({}, ("pytest.ini", b"")),
+        ({b"pyproject.toml": b"[project]\nname = 'x'\n"}, ("pytest.ini", b"")),
+        (
+            {b"pyproject.toml": b"[tool.pytest.ini_options]\naddopts = '-q'\n"},
+            ("pyproject.toml", b"[tool.pytest.ini_options]\naddopts = '-q'\n"),
+        ),
+        (
+            {b"pyproject.toml": b"[tool .pytest . ini_options]\n", b"tox.ini": b"[pytest]\n"},
+            ("pyproject.toml", b"[tool .pytest . ini_options]\n"),
+        ),
+        (
+            {b"setup.cfg": b"[tool:pytest]\ntestpaths = t\n", b"tox.ini": b"[tox]\n"},
+            ("setup.cfg", b"[tool:pytest]\ntestpaths = t\n"),
+        ),
+        (
+            {b"pytest.ini": b"", b"setup.cfg": b"[tool:pytest]\n"},
+            ("pytest.ini", b""),  # pytest.ini wins whatever it holds
+        ),
+        ({b"pyproject.toml": b"[tool\n"}, ("pyproject.toml", b"[tool\n")),
+    ],
+    ids=[
+        "none",
+        "pyproject-without",
+        "pyproject",
+        "spaced-header",
+        "setup-cfg",
+        "pytest-ini",
+        "bad",
+    ],
+)
+def test_the_base_pytest_configuration_is_the_file_pytest_finds(
+    files: dict[bytes, bytes], want: tuple[str, bytes]
+) -> None:
+    assert pytestconfig.effective(files) == want
+
+
+def test_the_configuration_sits_read_only_in_proofgates_volume() -> None:
+    import io
+    import tarfile
+
+    from gate.sandbox.witness import plugin_tar, test_environment
+
+    data = plugin_tar(writable_prefix=False, pytest_config=("setup.cfg", b"[tool:pytest]\n"))
+    with tarfile.open(fileobj=io.BytesIO(data)) as t:
+        member = t.getmember("config/setup.cfg")
+        assert (member.mode, member.uid) == (0o444, PROTECTED_UID)
+        assert t.getmember("config").mode == 0o555
+        assert t.extractfile(member).read() == b"[tool:pytest]\n"  # type: ignore[union-attr]
+    env = test_environment({"PYTEST_ADDOPTS": "-x"}, "setup.cfg", differential=False)
+    assert env[0] == (
+        "PYTEST_ADDOPTS=-p proofgate_witness -c /opt/proofgate/config/setup.cfg "
+        "--rootdir /workspace -x"
+    )
+    assert (
+        test_environment({}, None, differential=False)[0] == "PYTEST_ADDOPTS=-p proofgate_witness"
+    )

@@ -31,12 +31,20 @@ from gate.sandbox.witness import MARKER, MAX_SESSIONS, Scanner, plugin_tar
 
 
 def _pytest_with_witness(
-    project: Path, *args: str, runner: list[str] | None = None
+    project: Path,
+    *args: str,
+    runner: list[str] | None = None,
+    workspace: Path | None = None,
 ) -> tuple[int, list[dict[str, object]]]:
     plug = project.parent / "plug"
     plug.mkdir(exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(plugin_tar(writable_prefix=False))) as t:
         t.extractall(plug, filter="data")
+    if workspace is not None:  # the plugin as shipped, with `workspace` for /workspace
+        module = plug / "witness" / "proofgate_witness.py"
+        module.chmod(0o644)
+        text = module.read_text().replace('"/workspace/"', repr(f"{workspace}/"))
+        module.write_text(text)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env.update(PYTHONPATH=str(plug / "witness"), PYTEST_ADDOPTS="-p proofgate_witness")
     # the suite's own pytest plugins (hypothesis patches pytest) are not the project's
@@ -118,6 +126,39 @@ def test_code_under_test_that_patches_pytest_is_seen(tmp_path: Path) -> None:
     _, [line] = _pytest_with_witness(root)
     kinds = {t["kind"] for t in line["tampered"]}  # type: ignore[union-attr]
     assert {"pytest-patched", "outcome-rewritten"} <= kinds
+
+
+def test_the_plugin_reports_the_tests_files_and_what_test_code_read(tmp_path: Path) -> None:
+    root = _project(
+        tmp_path,
+        **{
+            "cases.json": "[[2, 3, 5]]\n",
+            "own.dat": "x\n",
+            "test_data.py": (
+                "import json, pathlib, calc\n\n"
+                "def test_cases():\n"
+                "    here = pathlib.Path(__file__)\n"
+                "    rows = json.loads(here.with_name('cases.json').read_text())\n"
+                "    assert rows and calc.own()\n\n"
+                "def test_traceback_reads_no_input():\n"
+                "    import inspect, traceback\n"
+                "    assert inspect.getsource(calc.own) and traceback.format_stack()\n"
+            ),
+        },
+    )
+    (root / "calc.py").write_text(
+        "import pathlib\n\ndef add(a, b):\n    return a + b\n\n"
+        "def own():\n    return pathlib.Path(__file__).with_name('own.dat').read_text()\n"
+    )
+    _, [line] = _pytest_with_witness(root, workspace=root)
+    prefix = str(root) + "/"
+    files = [p.removeprefix(prefix) for p in line["test_files"]]  # type: ignore[union-attr]
+    assert files == ["test_calc.py", "test_data.py"]
+    listed = line["inputs"]["reads"]  # type: ignore[index]
+    reads = [[r.removeprefix(prefix), p.removeprefix(prefix)] for r, p in listed]
+    # the test's own read, and the code under test's (proofgate keeps the test's); the
+    # sources pytest and the imports read are no reads
+    assert reads == [["test_data.py", "cases.json"], ["calc.py", "own.dat"]]
 
 
 @pytest.mark.parametrize("size", [1, 3, 17, 4096])
@@ -209,7 +250,45 @@ def test_a_conftest_that_is_not_the_trees_is_a_finding() -> None:
     blobs = {b"conftest.py": "c" * 40}
     seen = witness.assess(_result((s,)), _spec(None), blobs.get)
     assert seen.findings == (("conftest-not-in-tree", "zz/conftest.py is not a file of the tree"),)
-    assert witness.waive(seen.findings, frozenset({"conftest-not-in-tree"})) == ()
+    assert witness.waive(seen.findings, frozenset(seen.findings), lambda p: False) == ()
+
+
+NOTHING_CHANGED = frozenset[bytes]().__contains__
+
+
+def test_a_finding_is_waived_only_for_the_very_same_detail() -> None:
+    # SPEC §3.2: a base harness that registers a harmless plugin does not let the change
+    # register another one (the kind alone no longer waives)
+    base = frozenset({("plugin-registered", "harmless (/workspace/tests/harmless.py)")})
+    found = (
+        ("plugin-registered", "harmless (/workspace/tests/harmless.py)"),
+        ("plugin-registered", "green (/workspace/calc/_speedups.py)"),
+    )
+    assert witness.waive(found, base, NOTHING_CHANGED) == found[1:]
+
+
+def test_a_finding_naming_the_changes_code_is_never_waived() -> None:
+    # the same plugin file, but the change edits it: not the base's plugin any more
+    detail = "calc._speedups (/workspace/calc/_speedups.py)"
+    found = (("plugin-registered", detail),)
+    base = frozenset(found)
+    assert witness.waive(found, base, {b"calc/_speedups.py"}.__contains__) == found
+    assert witness.waive(found, base, NOTHING_CHANGED) == ()
+
+
+def test_the_files_of_the_tests_and_what_test_code_read_come_from_the_sessions() -> None:
+    s = _session(
+        test_files=("/workspace/calc/tests/test_a.py", "/workspace/tests/test_b.py", "/tmp/x.py"),
+        reads=(
+            ("/workspace/calc/tests/test_a.py", "/workspace/calc/data/cases.json"),
+            ("/workspace/tests/conftest.py", "/workspace/golden/out.txt"),
+            ("/workspace/calc/__init__.py", "/workspace/calc/table.dat"),  # the code's own
+            ("/workspace/tests/test_b.py", "/workspace/../etc/passwd"),
+        ),
+    )
+    assert witness.test_files((s,)) == (b"calc/tests/test_a.py", b"tests/test_b.py")
+    is_test = lambda p: p.endswith(b"conftest.py")  # noqa: E731
+    assert witness.test_inputs((s,), is_test) == (b"calc/data/cases.json", b"golden/out.txt")
 
 
 def _archive(tmp_path: Path) -> bytes:
