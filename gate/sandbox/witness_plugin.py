@@ -236,7 +236,7 @@ def _watched(module_name):
     return any(name == w or name.startswith(w + ".") for w in _WATCHED)
 
 
-def _identity_table():
+def _identity_table(skip=()):
     """Every function and class of the watched modules loaded now (and the builtins),
     and every method of those classes: [(label, mapping, keys, values, getter)], one row
     per module or class, so a check is one C-level lookup and comparison per row."""
@@ -253,7 +253,7 @@ def _identity_table():
         rows.append((label, mapping, keys, tuple(mapping[k] for k in keys), _itemgetter(*keys)))
 
     for name, module in _list(sys.modules.items()):
-        if not _isinstance(module, _ModuleType) or not _watched(name):
+        if name in skip or not _isinstance(module, _ModuleType) or not _watched(name):
             continue
         d = _vars(module)
         wanted = []
@@ -366,6 +366,7 @@ def _frame_tracers():
 _BASE_TRACERS = set()
 _BASE_FINDERS = []  # kept alive: identities stay meaningful
 _BASE_ROWS = []
+_BASE_MODULES = set()
 _REBASED = []
 _FD = None
 
@@ -462,7 +463,8 @@ def _make_guard(flag):
     def set_baseline(pm):
         # the identities taken at import, plus modules pytest loaded since (its own)
         known = {row[0] for row in _BASE_ROWS}
-        rows = _BASE_ROWS + [r for r in _identity_table() if r[0] not in known]
+        later = _identity_table(skip=_BASE_MODULES)
+        rows = _BASE_ROWS + [r for r in later if r[0] not in known and r[0] != "builtins"]
         hot = [
             r
             for r in rows
@@ -906,6 +908,7 @@ def _start():
     _BASE_TRACERS.update(_frame_tracers())
     _BASE_FINDERS.extend(f for _, f in _finders())
     _BASE_ROWS.extend(_identity_table())
+    _BASE_MODULES.update(sys.modules)
     try:
         _FD = _dup(1)
     except OSError:
