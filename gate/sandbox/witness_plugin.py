@@ -29,9 +29,9 @@ principle lie about that process; the witness makes the generic ways to do so vi
   the hooks that report it (the JUnit writer among them);
 - `pytest-patched`: a function or class of pytest, pluggy, unittest, the builtins or
   this plugin, or a method of such a class, was replaced after this plugin was loaded,
-  seen at every report pytest logs (not only at the end), at the end of collection and
-  of the session; or the plugin manager's hook caller, or the implementations of a hook
-  after collection;
+  seen before every test (the objects on the report path; the rest a share at a time),
+  after every collector, at the end of collection and of the session (all of them); or
+  the plugin manager's hook caller, or the implementations of a hook after collection;
 - `plugin-registered`: a plugin other than a conftest was registered while the tests
   were collected or ran;
 - `trace-function`: a trace or profile function (`sys.settrace`, `sys.setprofile`,
