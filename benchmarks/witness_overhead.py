@@ -41,9 +41,11 @@ for i in range(runs):
     for way, plugdir in ways.items():
         env = dict(os.environ)
         env.pop("PYTEST_ADDOPTS", None)
+        path = [p for p in os.environ.get("BENCH_PYTHONPATH", "").split(":") if p]
         if plugdir:
             env["PYTEST_ADDOPTS"] = "-p proofgate_witness"
-            env["PYTHONPATH"] = plugdir
+            path.insert(0, plugdir)
+        env["PYTHONPATH"] = ":".join(path)
         r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
         p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
                            cwd="/bench/project", env=env, capture_output=True)
@@ -110,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rev", default="HEAD")
     ap.add_argument("--tests-path", default="", help="what pytest is given, in the project")
     ap.add_argument("--previous", help="a revision of proofgate whose witness to compare")
+    ap.add_argument("--pythonpath", default="", help="e.g. /bench/project/src")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="proofgate-witness-bench-") as tmp:
         root = Path(tmp)
@@ -131,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         root.chmod(0o755)
         pytest_args = [args.tests_path] if args.tests_path else []
         proc = subprocess.run(
-            ["docker", "run", "--rm", "--network", "none", "-v", f"{root}:/bench", IMAGE,
+            ["docker", "run", "--rm", "--network", "none", "-v", f"{root}:/bench",
+             "-e", f"BENCH_PYTHONPATH={args.pythonpath}", IMAGE,
              "python3", "/bench/driver.py", str(args.runs), *pytest_args],
             capture_output=True,
             check=False,

@@ -72,7 +72,7 @@ _USES = frozenset(
 )
 # Attributes that are harness introspection on any object (a frame, a function).
 _ATTRS_ANY = frozenset({"f_trace", "f_trace_lines", "f_trace_opcodes", "cell_contents"})
-_ATTRS_WRITTEN = frozenset({"__code__", "__closure__", "__globals__"})
+_ATTRS_WRITTEN = frozenset({"__code__", "__closure__", "__globals__", "__defaults__"})
 # Bare strings that name one of the above (a `getattr` whose object is not followed).
 _NAMED = frozenset(
     {
@@ -146,6 +146,8 @@ def _write_kind(name: str) -> str | None:
     """The kind of replacing (assigning, deleting) an object by its dotted name."""
     root = _root(name)
     last = name.rsplit(".", 1)[-1]
+    if ".__globals__." in name:  # fn.__globals__["x"] = ...: the function's module
+        return "replaces .__globals__"
     if "." in name and (root in _HARNESS or root in _INTERNAL or root in _RUNTIME):
         return f"replaces {name}"
     if last in _ATTRS_WRITTEN or last in _ATTRS_ANY:
@@ -215,6 +217,8 @@ class _Reader:
             return ""
         if name is not None and name.endswith(".__dict__"):
             return name.removesuffix(".__dict__")
+        if name is not None and name.endswith(".__globals__"):  # a function's module
+            return name
         return None
 
     def _call_result(self, node: ast.Call) -> str | None:

@@ -29,9 +29,9 @@ principle lie about that process; the witness makes the generic ways to do so vi
   the hooks that report it (the JUnit writer among them);
 - `pytest-patched`: a function or class of pytest, pluggy, unittest, the builtins or
   this plugin, or a method of such a class, was replaced after this plugin was loaded,
-  seen at every report pytest logs (not only at the end), at the end of collection and
-  of the session; or the plugin manager's hook caller, or the implementations of a hook
-  after collection;
+  seen before every test (the objects on the report path; the rest a share at a time),
+  after every collector, at the end of collection and of the session (all of them); or
+  the plugin manager's hook caller, or the implementations of a hook after collection;
 - `plugin-registered`: a plugin other than a conftest was registered while the tests
   were collected or ran;
 - `trace-function`: a trace or profile function (`sys.settrace`, `sys.setprofile`,
@@ -236,7 +236,7 @@ def _watched(module_name):
     return any(name == w or name.startswith(w + ".") for w in _WATCHED)
 
 
-def _identity_table():
+def _identity_table(skip=()):
     """Every function and class of the watched modules loaded now (and the builtins),
     and every method of those classes: [(label, mapping, keys, values, getter)], one row
     per module or class, so a check is one C-level lookup and comparison per row."""
@@ -253,7 +253,7 @@ def _identity_table():
         rows.append((label, mapping, keys, tuple(mapping[k] for k in keys), _itemgetter(*keys)))
 
     for name, module in _list(sys.modules.items()):
-        if not _isinstance(module, _ModuleType) or not _watched(name):
+        if name in skip or not _isinstance(module, _ModuleType) or not _watched(name):
             continue
         d = _vars(module)
         wanted = []
@@ -369,6 +369,7 @@ def _frame_tracers():
 _BASE_TRACERS = set()
 _BASE_FINDERS = []  # kept alive: identities stay meaningful
 _BASE_ROWS = []
+_BASE_MODULES = set()
 _REBASED = []
 _FD = None
 
@@ -465,7 +466,8 @@ def _make_guard(flag):
     def set_baseline(pm):
         # the identities taken at import, plus modules pytest loaded since (its own)
         known = {row[0] for row in _BASE_ROWS}
-        rows = _BASE_ROWS + [r for r in _identity_table() if r[0] not in known]
+        later = _identity_table(skip=_BASE_MODULES)
+        rows = _BASE_ROWS + [r for r in later if r[0] not in known and r[0] != "builtins"]
         hot = [
             r
             for r in rows
@@ -1014,6 +1016,7 @@ def _start():
     _BASE_TRACERS.update(_frame_tracers())
     _BASE_FINDERS.extend(f for _, f in _finders())
     _BASE_ROWS.extend(_identity_table())
+    _BASE_MODULES.update(sys.modules)
     try:
         _FD = _dup(1)
     except OSError:

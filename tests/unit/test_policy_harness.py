@@ -55,6 +55,8 @@ TAMPERING = [
      "replaces unittest.TestCase.assertTrue"),
     ("code-swapped", "def f():\n    pass\nf.__code__ = (lambda: 1).__code__\n",
      "replaces .__code__"),
+    ("globals-of-a-hook", "import pytest\nf = pytest.main\nf.__globals__['_write'] = print\n",
+     "replaces .__globals__"),
     ("vars-subscript", "import unittest\nvars(unittest.TestCase)['run'] = None\n",
      "replaces unittest.TestCase.run"),
     ("private-unittest", "import unittest\nunittest.TestCase._callTestMethod\n",
