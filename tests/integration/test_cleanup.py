@@ -21,6 +21,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from gate import usercache
 from gate.cli import main
 from gate.sandbox import labels
 from tests.conftest import TEST_LABEL, clean_up, labeled, own_value
@@ -234,3 +235,16 @@ def test_escaping_symlink_is_blocked_before_any_container(tmp_path: Path) -> Non
     kinds = [e["kind"] for e in predicate["journal"]["events"]]  # type: ignore[index]
     assert "container-created" not in kinds
     assert "check-started" not in kinds
+
+
+def test_cache_prune_removes_the_bytecode_listings_of_images_that_are_gone(
+    docker_client: docker.DockerClient, cleanroom_image: str
+) -> None:
+    folder = usercache.root() / "bytecode"
+    folder.mkdir(parents=True)
+    present = str(docker_client.images.get(cleanroom_image).id).replace(":", "-")
+    gone = "sha256-" + "0" * 64
+    for name in (present, gone, ".tmp-abandoned"):
+        (folder / name).write_bytes(b"usr/lib/python3/x.py")
+    assert main(["cache", "prune", "--keep", "10"]) == 0
+    assert sorted(p.name for p in folder.iterdir()) == [present]

@@ -11,6 +11,7 @@ the decision (tests/unit/test_egress.py).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -25,7 +26,7 @@ import pytest
 
 from gate.journal import Journal
 from gate.model import CheckResult, CheckSpec, Command, ImageRef, Limits, Phase
-from gate.sandbox import labels
+from gate.sandbox import envcache, labels
 from gate.sandbox.docker import DockerSandbox
 from gate.sandbox.egress import UNSAFE_ALLOW_NETS_ENV, UNSAFE_HOSTS_ENV, UNSAFE_NETWORK_ENV
 from tests.integration.test_sandbox import TREE, TreeFn, bridge_gateway, make_tree
@@ -623,3 +624,44 @@ def _leftovers_of(
     networks = [n.name for n in client.networks.list(filters={"label": [mine]})]
     brokers = [str(c.id) for c in client.containers.list(all=True, filters={"label": [mine]})]
     return networks, brokers
+
+
+# --- the environment cache and the overrides ------------------------------------------------
+
+
+def test_an_environment_made_under_other_overrides_is_a_miss(
+    docker_client: docker.DockerClient,
+    sandbox: DockerSandbox,
+    image: ImageRef,
+    unsafe_env: Registry,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Setup fetches from the test registry, reachable only through the test-only
+    overrides. Cached under them, it is a hit under the same ones and a miss under others
+    (here: the same network, without the name map): the key covers what the sandbox
+    applied, so a later proof never replays an environment it could not have made."""
+    before = {e.image for e in envcache.entries(docker_client.api)}
+    fetch = f"python3 -c \"import urllib.request; urllib.request.urlopen('http://{REGISTRY}:8000/hello.txt')\""
+    check = dataclasses.replace(
+        spec(setup=[fetch], test=["true"], egress=(f"{REGISTRY}:8000",)),
+        setup_inputs=("requirements.txt",),
+    )
+    tree = make_tree({"requirements.txt": b"overrides\n"})
+    try:
+        states = []
+        for hosts in (True, True, False):
+            if not hosts:
+                monkeypatch.delenv(UNSAFE_HOSTS_ENV)
+            journal = Journal()
+            result = sandbox.run_check(check, image, tree, journal)
+            assert result.environment is not None
+            states.append(result.environment["cache"])
+            kinds = [e["kind"] for e in journal.events()]
+            assert "egress-unsafe-overrides" in kinds  # on the hit too
+        assert states == ["miss", "hit", "miss"]
+        # without the name map setup cannot reach the registry: nothing was cached
+        assert not result.phases[0].ok
+    finally:
+        for entry in envcache.entries(docker_client.api):
+            if entry.image not in before:
+                docker_client.api.remove_image(entry.image, force=True)
