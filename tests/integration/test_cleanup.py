@@ -57,9 +57,21 @@ class Prove:
             stderr=subprocess.PIPE,
         )
 
+        self.head = b""  # what `running` read of stderr
+
+    def running(self) -> None:
+        """Wait for the first progress line: the CLI's own signal handling is in place (a
+        signal during the interpreter's start-up is Python's, not proofgate's)."""
+        assert self.proc.stderr is not None
+        while not self.head.endswith(b"\n") or b"proofgate: " not in self.head:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            self.head += line
+
     def wait(self, timeout: float = 180) -> tuple[int, str]:
         _, err = self.proc.communicate(timeout=timeout)
-        return self.proc.returncode, err.decode("utf-8", "replace")
+        return self.proc.returncode, (self.head + err).decode("utf-8", "replace")
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -208,6 +220,7 @@ def test_interrupted_proofs_leave_nothing(
         [(0.3, signal.SIGINT), (1.5, signal.SIGTERM), (2.5, signal.SIGINT), (4.0, signal.SIGTERM)]
     ):
         proc = Prove(path, tmp_path / f"out{n}", own_value())
+        proc.running()  # the delays count from the proof's first line, not the fork
         time.sleep(delay)
         proc.proc.send_signal(sig)
         code, err = proc.wait()
