@@ -328,6 +328,7 @@ class Pending:
             base_files=base_files,
             head_files=head_files,
             no_proving_decision=rules.get(differential.NO_PROVING_TEST, Decision.ALLOW),
+            scoped=spec.shard is not None,  # SPEC §3.3: the aggregate judges the union
         )
         if not tampered:
             return report

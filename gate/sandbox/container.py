@@ -298,6 +298,8 @@ class CheckRun:
         with docker_errors("copy the witness into the container"):
             data = witness.plugin_tar(writable_prefix=self.writable, bytecode=found)
             self.api.put_archive(container, witness.MOUNT, data)
+            if self.spec.shard is not None:  # SPEC §3.3: this shard's share of the tests
+                self.api.put_archive(container, witness.MOUNT, witness.shard_tar(self.spec.shard))
 
     def _needs_holder(self) -> bool:
         """A test phase whose volume must outlive a container: after setup or build,

@@ -253,3 +253,53 @@ def pytest_configure(config):
     if getattr(config, "workerinput", None) is not None:
         return  # an xdist worker: its standard output is the controller's channel
     config.pluginmanager.register(Witness(config), "proofgate-witness")
+
+
+# --- SPEC §3.3: a shard runs only its share of the tests ----------------------------------
+#
+# proofgate writes `proofgate_shard.json` beside this file (its read-only volume) when the
+# check is split over shards: {"index": I, "count": N, "assigned": {path: shard}}, paths
+# relative to /workspace. Read at import, before any conftest. Items of other shards are
+# deselected, so the configured test command is unchanged; a file the split does not list
+# goes by the SHA-256 of its path (gate.model.hashed_shard computes the same).
+
+
+def _load_shard():
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "proofgate_shard.json")
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read().decode("utf-8"))
+        return int(data["index"]), int(data["count"]), dict(data["assigned"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+_SHARD = _load_shard()
+
+
+def _shard_of(path, count, assigned):
+    if path in assigned:
+        return int(assigned[path])
+    digest = hashlib.sha256(path.encode("utf-8", "surrogateescape")).digest()
+    return int.from_bytes(digest[:8], "big") % count + 1
+
+
+def _tree_path(item):
+    raw = str(getattr(item, "path", None) or getattr(item, "fspath", "") or "")
+    path = os.path.normpath(raw) if raw else item.nodeid.split("::", 1)[0]
+    prefix = "/workspace/"
+    return path[len(prefix) :] if path.startswith(prefix) else path
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session, config, items):
+    if _SHARD is None:
+        return
+    index, count, assigned = _SHARD
+    mine, others = [], []
+    for item in items:
+        shard = _shard_of(_tree_path(item), count, assigned)
+        (mine if shard == index else others).append(item)
+    if others:
+        items[:] = mine
+        config.hook.pytest_deselected(items=others)
