@@ -482,7 +482,7 @@ def aggregate(
     if refused:
         reasons = refused
     else:
-        approved = _approved(first.predicate)
+        approved = any(_approved(s.predicate) for s in shards)
         split_checks = frozenset(
             str(c.get("name"))
             for c in _dicts(_dict(first.shard.get("split")).get("checks"))

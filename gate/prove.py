@@ -462,6 +462,10 @@ def prove(
             and wants_a_person(diffs)
         ):
             approval, approval_error = _ask_approval(approver, ev, result, journal)
+        elif approval is None and approval_error is None and approver is not None and split:
+            # SPEC §3.3: a lost test is judged over the union, by the aggregate; a valid
+            # approval of this patch goes into the shard receipt for it to release
+            approval, _refused = _ask_approval(approver, ev, result, journal)
 
     run = RunEvidence(
         evidence=ev,
