@@ -382,20 +382,29 @@ class DifferentialMode(enum.StrEnum):
 class ShardFilter:
     """SPEC §3.3: which of a check's test files shard `index` of `count` runs (1-based).
 
-    `assigned` maps every test file of the base tree to its shard; any other file (one
-    only in the head, a doctest's module) goes by the hash of its path (`shard_of`). The
-    witness plugin applies the same rule inside pytest (gate/sandbox/witness_plugin.py).
+    `assigned` maps every test file of the base tree to its shard, or, for a file in
+    `by_unit` (one that holds a large part of the suite), each of its top-level test
+    classes and functions as `path::Name`; anything not listed (a file or unit only in
+    the head, a doctest's module) goes by the hash of its key (`shard_of`). The witness
+    plugin applies the same rule inside pytest (gate/sandbox/witness_plugin.py).
     """
 
     index: int
     count: int
     assigned: tuple[tuple[str, int], ...]
+    by_unit: tuple[str, ...] = ()
 
-    def shard_of(self, path: str) -> int:
-        return dict(self.assigned).get(path) or hashed_shard(path, self.count)
+    def shard_of(self, path: str, unit: str | None = None) -> int:
+        key = f"{path}::{unit}" if unit is not None and path in self.by_unit else path
+        return dict(self.assigned).get(key) or hashed_shard(key, self.count)
 
     def to_dict(self) -> JsonDict:
-        return {"index": self.index, "count": self.count, "assigned": dict(self.assigned)}
+        return {
+            "index": self.index,
+            "count": self.count,
+            "assigned": dict(self.assigned),
+            "by_unit": list(self.by_unit),
+        }
 
 
 def hashed_shard(path: str, count: int) -> int:

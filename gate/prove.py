@@ -562,15 +562,15 @@ def _split(
     """The split every shard computes alike: from the base tree (and `balance`)."""
     from gate import shard
 
-    files = {
-        spec.name: tuple(
-            p.decode("utf-8", "surrogateescape")
+    files: dict[str, dict[str, tuple[str, ...] | None]] = {}
+    for spec in config.checks:
+        if spec.junit is None:
+            continue
+        units = {
+            p.decode("utf-8", "surrogateescape"): shard.top_level_tests(data)
             for p, data in _test_files(spec, ev.base.tree, evidence).items()
-            if shard.defines_tests(data)
-        )
-        for spec in config.checks
-        if spec.junit is not None
-    }
+        }
+        files[spec.name] = {p: u for p, u in units.items() if u is None or u}
     return shard.compute_split(config.checks, files, count, balance)
 
 
@@ -594,7 +594,9 @@ def _shard_config(config: Config, split: Split, which: ShardSpec, journal: Journ
 
 
 def _in_share(filt: ShardFilter, path: bytes) -> bool:
-    return filt.shard_of(path.decode("utf-8", "surrogateescape")) == filt.index
+    """The file's tests run here (a file split by unit: some of them may)."""
+    text = path.decode("utf-8", "surrogateescape")
+    return text in filt.by_unit or filt.shard_of(text) == filt.index
 
 
 def _as_shard(outcome: Outcome, which: ShardSpec) -> Outcome:

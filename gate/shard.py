@@ -30,7 +30,15 @@ from gate.differential.junit import TestId, TestOutcome
 from gate.errors import UsageError
 from gate.model import CheckSpec, Config, JsonDict, ShardFilter
 
-__all__ = ["ShardSpec", "Split", "apply", "compute_split", "defines_tests", "parse_shard"]
+__all__ = [
+    "ShardSpec",
+    "Split",
+    "apply",
+    "compute_split",
+    "defines_tests",
+    "parse_shard",
+    "top_level_tests",
+]
 
 _SHARD = re.compile(r"([1-9][0-9]{0,3})/([1-9][0-9]{0,3})")
 MAX_SHARDS = 256
@@ -62,13 +70,19 @@ def parse_shard(text: str) -> ShardSpec:
 class CheckSplit:
     name: str
     owner: int | None  # assigned whole to this shard; None: split by file
-    assigned: tuple[tuple[str, int], ...] = ()  # file -> shard, sorted by file
+    assigned: tuple[tuple[str, int], ...] = ()  # file or file::Name -> shard, sorted
+    by_unit: tuple[str, ...] = ()  # files split by their top-level tests
     balanced_by: str = "path-hash"  # or "durations"
 
     def to_dict(self) -> JsonDict:
         if self.owner is not None:
             return {"name": self.name, "whole": self.owner}
-        return {"name": self.name, "by": self.balanced_by, "files": dict(self.assigned)}
+        return {
+            "name": self.name,
+            "by": self.balanced_by,
+            "files": dict(self.assigned),
+            "by_unit": list(self.by_unit),
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,21 +107,38 @@ class Split:
         return 0
 
 
-def defines_tests(source: bytes) -> bool:
-    """Whether a Python file defines tests pytest collects by default (a top-level
-    `test*` function or `Test*` class): helpers, `__init__.py` and conftests do not."""
+def _base_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def top_level_tests(source: bytes) -> tuple[str, ...] | None:
+    """The top-level tests of a Python file, as pytest collects them by default: `test*`
+    functions, `Test*` classes and `unittest.TestCase` subclasses (by the base's name).
+    () for helpers, `__init__.py` and conftests; None when the file does not parse (it
+    errors at collection in whichever shard runs it: the file goes whole)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return True  # it errors at collection in whichever shard runs it
+        return None
+    units: list[str] = []
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith(
-            "test"
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            if node.name.startswith("test"):
+                units.append(node.name)
+        elif isinstance(node, ast.ClassDef) and (
+            node.name.startswith("Test")
+            or any(_base_name(b).endswith("TestCase") for b in node.bases)
         ):
-            return True
-        if isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
-            return True
-    return False
+            units.append(node.name)
+    return tuple(dict.fromkeys(units))
+
+
+def defines_tests(source: bytes) -> bool:
+    """Whether a Python file defines tests (see `top_level_tests`)."""
+    units = top_level_tests(source)
+    return units is None or bool(units)
 
 
 def _by_hash(files: list[str], count: int) -> dict[str, int]:
@@ -115,10 +146,21 @@ def _by_hash(files: list[str], count: int) -> dict[str, int]:
     return {f: i % count + 1 for i, f in enumerate(order)}
 
 
+def _cost(key: str, durations: Mapping[str, float]) -> float | None:
+    """Recorded seconds of a file (its own entry and its units' `file::Name` entries) or
+    of one unit."""
+    if "::" in key:
+        return durations.get(key)
+    prefix = key + "::"
+    parts = [v for k, v in durations.items() if k == key or k.startswith(prefix)]
+    return sum(parts) if parts else None
+
+
 def _by_durations(files: list[str], durations: Mapping[str, float], count: int) -> dict[str, int]:
-    known = [durations[f] for f in files if f in durations]
+    recorded = {f: _cost(f, durations) for f in files}
+    known = [v for v in recorded.values() if v is not None]
     mean = sum(known) / len(known) if known else 0.0
-    cost = {f: max(0.0, durations.get(f, mean)) for f in files}
+    cost = {f: max(0.0, mean if v is None else v) for f, v in recorded.items()}
     loads = [0.0] * count
     out: dict[str, int] = {}
     for f in sorted(files, key=lambda f: (-cost[f], f)):
@@ -128,33 +170,48 @@ def _by_durations(files: list[str], durations: Mapping[str, float], count: int) 
     return out
 
 
+def _items(files: Mapping[str, tuple[str, ...] | None], count: int) -> tuple[list[str], list[str]]:
+    """What gets assigned: each file whole, but a file holding more than 1/count of the
+    check's top-level tests is split into its `file::Name` units (so one big file does
+    not make one shard as slow as the whole). Returns (items, files split by unit)."""
+    total = sum(len(u or ()) for u in files.values())
+    by_unit = sorted(f for f, u in files.items() if u and len(u) > 1 and len(u) * count > total)
+    items = [f for f in files if f not in by_unit]
+    items += [f"{f}::{name}" for f in by_unit for name in files[f] or ()]
+    return sorted(items), by_unit
+
+
 def compute_split(
     checks: tuple[CheckSpec, ...],
-    test_files: Mapping[str, tuple[str, ...]],
+    test_files: Mapping[str, Mapping[str, tuple[str, ...] | None]],
     count: int,
     durations: Mapping[str, Mapping[str, float]] | None = None,
 ) -> Split:
     """The split of `checks` over `count` shards. `test_files[check]`: the base tree's
-    test files of that check (those `defines_tests` accepts); `durations[check]`:
-    recorded seconds per file. Pure and deterministic."""
+    test files of that check, each with its `top_level_tests` (None: it does not parse);
+    `durations[check]`: recorded seconds per file or `file::Name`. Pure, deterministic."""
     whole = 0
     out: list[CheckSplit] = []
     for spec in checks:
-        files = sorted(set(test_files.get(spec.name, ())))
-        if spec.junit is None or len(files) < count:
+        items, by_unit = _items(test_files.get(spec.name) or {}, count)
+        if spec.junit is None or len(items) < count:
             out.append(CheckSplit(name=spec.name, owner=whole % count + 1))
             whole += 1
             continue
         recorded = (durations or {}).get(spec.name) or {}
-        if any(f in recorded for f in files):
-            assigned = _by_durations(files, recorded, count)
+        if any(_cost(i, recorded) is not None for i in items):
+            assigned = _by_durations(items, recorded, count)
             by = "durations"
         else:
-            assigned = _by_hash(files, count)
+            assigned = _by_hash(items, count)
             by = "path-hash"
         out.append(
             CheckSplit(
-                name=spec.name, owner=None, assigned=tuple(sorted(assigned.items())), balanced_by=by
+                name=spec.name,
+                owner=None,
+                assigned=tuple(sorted(assigned.items())),
+                by_unit=tuple(by_unit),
+                balanced_by=by,
             )
         )
     return Split(count=count, checks=tuple(out))
@@ -174,7 +231,9 @@ def apply(config: Config, split: Split, shard: ShardSpec) -> Config:
         kept.append(
             dataclasses.replace(
                 spec,
-                shard=ShardFilter(index=shard.index, count=shard.count, assigned=c.assigned),
+                shard=ShardFilter(
+                    index=shard.index, count=shard.count, assigned=c.assigned, by_unit=c.by_unit
+                ),
             )
         )
     return dataclasses.replace(config, checks=tuple(kept))
@@ -186,8 +245,9 @@ MAX_ROWS = 200_000  # per run: a JUnit report holds no more (gate.differential.j
 
 
 def file_durations(report: bytes, test_paths: tuple[bytes, ...]) -> dict[str, float]:
-    """Seconds per test file in a JUnit report (its testcases' `time`), each testcase
-    placed in its file the way the differential places it (classname -> module)."""
+    """Seconds per top-level test (`file::Name`) in a JUnit report (its testcases'
+    `time`), each testcase placed the way the differential places it (classname ->
+    module); `compute_split` sums them per file for files it does not divide."""
     from gate.differential import _locate, _modules
     from gate.differential.junit import parse_root
 
@@ -198,15 +258,16 @@ def file_durations(report: bytes, test_paths: tuple[bytes, ...]) -> dict[str, fl
     modules = _modules(test_paths)
     out: dict[str, float] = {}
     for case in root.iter("testcase"):
-        where = _locate(TestId(classname=case.get("classname", ""), name=""), modules)
+        name = case.get("name", "").split("[", 1)[0]
+        where = _locate(TestId(classname=case.get("classname", ""), name=name), modules)
         if where is None:
             continue
         try:
             seconds = max(0.0, float(case.get("time", "0") or 0))
         except ValueError:
             continue
-        path = where[0].decode("utf-8", "replace")
-        out[path] = round(out.get(path, 0.0) + seconds, 3)
+        unit = where[0].decode("utf-8", "replace") + "::" + where[1].split(".", 1)[0]
+        out[unit] = round(out.get(unit, 0.0) + seconds, 3)
     return out
 
 

@@ -258,10 +258,11 @@ def pytest_configure(config):
 # --- SPEC §3.3: a shard runs only its share of the tests ----------------------------------
 #
 # proofgate writes `proofgate_shard.json` beside this file (its read-only volume) when the
-# check is split over shards: {"index": I, "count": N, "assigned": {path: shard}}, paths
-# relative to /workspace. Read at import, before any conftest. Items of other shards are
-# deselected, so the configured test command is unchanged; a file the split does not list
-# goes by the SHA-256 of its path (gate.model.hashed_shard computes the same).
+# check is split over shards: {"index": I, "count": N, "assigned": {key: shard},
+# "by_unit": [path...]}, paths relative to /workspace; a key is a file, or `file::Name` (a
+# top-level test class or function) for a file in `by_unit`. Read at import, before any
+# conftest. Items of other shards are deselected, so the configured test command is
+# unchanged; a key the split does not list goes by its SHA-256 (gate.model.hashed_shard).
 
 
 def _load_shard():
@@ -269,8 +270,9 @@ def _load_shard():
     try:
         with open(path, "rb") as f:
             data = json.loads(f.read().decode("utf-8"))
-        return int(data["index"]), int(data["count"]), dict(data["assigned"])
-    except (OSError, ValueError, KeyError, TypeError):
+        by_unit = frozenset(str(p) for p in data.get("by_unit") or ())
+        return int(data["index"]), int(data["count"]), dict(data["assigned"]), by_unit
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -278,10 +280,20 @@ _SHARD = _load_shard()
 
 
 def _shard_of(path, count, assigned):
+    """`path`: a file, or `file::Name` for a unit of a file the split divides by unit."""
     if path in assigned:
         return int(assigned[path])
     digest = hashlib.sha256(path.encode("utf-8", "surrogateescape")).digest()
     return int.from_bytes(digest[:8], "big") % count + 1
+
+
+def _unit(item):
+    """The item's top-level test class or function in its module (no parametrize id)."""
+    chain = item.listchain()
+    for i, node in enumerate(chain):
+        if isinstance(node, pytest.Module) and i + 1 < len(chain):
+            return chain[i + 1].name.split("[", 1)[0]
+    return None
 
 
 def _tree_path(item):
@@ -295,10 +307,12 @@ def _tree_path(item):
 def pytest_collection_modifyitems(session, config, items):
     if _SHARD is None:
         return
-    index, count, assigned = _SHARD
+    index, count, assigned, by_unit = _SHARD
     mine, others = [], []
     for item in items:
-        shard = _shard_of(_tree_path(item), count, assigned)
+        path = _tree_path(item)
+        unit = _unit(item) if path in by_unit else None
+        shard = _shard_of(path if unit is None else path + "::" + unit, count, assigned)
         (mine if shard == index else others).append(item)
     if others:
         items[:] = mine

@@ -21,7 +21,7 @@ from gate.errors import UsageError
 from gate.journal import Journal
 from gate.model import CheckSpec, Config, JsonDict, Limits, Phase, PolicySpec, hashed_shard
 from gate.receipt import verify
-from gate.shard import ShardSpec, apply, compute_split, defines_tests, parse_shard
+from gate.shard import ShardSpec, apply, compute_split, defines_tests, parse_shard, top_level_tests
 from tests.assets import sample
 
 TRUSTED = sample.key("trusted")
@@ -47,12 +47,13 @@ def _spec(name: str, junit: str | None = "out/junit.xml") -> CheckSpec:
 
 
 FILES = tuple(f"tests/test_{i}.py" for i in range(10))
+UNITS: dict[str, tuple[str, ...] | None] = dict.fromkeys(FILES, ("test_a",))
 
 
 def test_split_is_deterministic_and_covers_every_file_once() -> None:
     checks = (_spec("unit"),)
-    a = compute_split(checks, {"unit": FILES}, 3)
-    b = compute_split(checks, {"unit": tuple(reversed(FILES))}, 3)
+    a = compute_split(checks, {"unit": UNITS}, 3)
+    b = compute_split(checks, {"unit": dict(reversed(UNITS.items()))}, 3)
     assert a == b
     assert a.sha256 == b.sha256
     (c,) = a.checks
@@ -64,19 +65,19 @@ def test_split_is_deterministic_and_covers_every_file_once() -> None:
 
 def test_split_by_durations_balances_the_time() -> None:
     durations = {"unit": {f: float(i + 1) for i, f in enumerate(FILES)}}  # 1..10 s, 55 s
-    split = compute_split((_spec("unit"),), {"unit": FILES}, 3, durations)
+    split = compute_split((_spec("unit"),), {"unit": UNITS}, 3, durations)
     (c,) = split.checks
     assert c.balanced_by == "durations"
     load = dict.fromkeys((1, 2, 3), 0.0)
     for f, s in c.assigned:
         load[s] += durations["unit"][f]
     assert max(load.values()) <= 19.0  # 55/3 = 18.3: longest first to the least loaded
-    assert split.sha256 != compute_split((_spec("unit"),), {"unit": FILES}, 3).sha256
+    assert split.sha256 != compute_split((_spec("unit"),), {"unit": UNITS}, 3).sha256
 
 
 def test_checks_without_junit_or_with_too_few_files_go_whole() -> None:
     checks = (_spec("lint", junit=None), _spec("unit"), _spec("tiny"))
-    split = compute_split(checks, {"unit": FILES, "tiny": ("tests/test_a.py",)}, 3)
+    split = compute_split(checks, {"unit": UNITS, "tiny": {"tests/test_a.py": ("test_x",)}}, 3)
     owners = {c.name: c.owner for c in split.checks}
     assert owners == {"lint": 1, "unit": None, "tiny": 2}
     config = Config(version=1, image="img", checks=checks, policy=PolicySpec())
@@ -89,7 +90,7 @@ def test_checks_without_junit_or_with_too_few_files_go_whole() -> None:
 
 
 def test_a_file_the_split_does_not_list_goes_by_its_path_hash() -> None:
-    split = compute_split((_spec("unit"),), {"unit": FILES}, 3)
+    split = compute_split((_spec("unit"),), {"unit": UNITS}, 3)
     config = Config(version=1, image="img", checks=(_spec("unit"),), policy=PolicySpec())
     shards = [apply(config, split, ShardSpec(index=i, count=3)).checks[0].shard for i in (1, 2, 3)]
     new = "tests/test_only_in_head.py"
@@ -101,7 +102,32 @@ def test_a_file_the_split_does_not_list_goes_by_its_path_hash() -> None:
 def test_only_files_that_define_tests_are_split() -> None:
     assert defines_tests(b"def test_x():\n    pass\n")
     assert defines_tests(b"class TestX:\n    pass\n")
+    assert defines_tests(b"import unittest\nclass Chunked(unittest.TestCase):\n    pass\n")
     assert not defines_tests(b"import os\n\ndef helper():\n    pass\n")
+    assert top_level_tests(b"class A(TestCase): pass\ndef test_b(): pass\ndef c(): pass\n") == (
+        "A",
+        "test_b",
+    )
+
+
+def test_a_file_with_most_of_the_suite_is_split_by_its_top_level_tests() -> None:
+    big = tuple(f"Test{i}" for i in range(12))
+    files: dict[str, tuple[str, ...] | None] = {"tests/test_big.py": big, "tests/test_s.py": ("t",)}
+    split = compute_split((_spec("unit"),), {"unit": files}, 3)
+    (c,) = split.checks
+    assert c.by_unit == ("tests/test_big.py",)
+    assigned = dict(c.assigned)
+    assert assigned["tests/test_s.py"] in (1, 2, 3)
+    big_shards = [assigned[f"tests/test_big.py::{n}"] for n in big]
+    assert sorted(big_shards.count(i) for i in (1, 2, 3)) in ([4, 4, 4], [4, 4, 5], [3, 4, 4])
+    config = Config(version=1, image="img", checks=(_spec("unit"),), policy=PolicySpec())
+    one = apply(config, split, ShardSpec(index=1, count=3)).checks[0].shard
+    assert one is not None
+    assert one.shard_of("tests/test_big.py", "Test0") == assigned["tests/test_big.py::Test0"]
+    # a class only in the head, in a divided file: by the hash of its key
+    assert one.shard_of("tests/test_big.py", "TestNew") == hashed_shard(
+        "tests/test_big.py::TestNew", 3
+    )
 
 
 @pytest.mark.parametrize("text", ["0/3", "4/3", "1", "a/b", "1/0", "1/999999"])
