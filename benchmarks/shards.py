@@ -9,6 +9,8 @@ and once as N shards (`ProveRequest.shard`, what `prove --shard I/N` runs), each
 empty base-run cache (so every base run really runs), then aggregates the shard receipts
 in-process. It prints, per commit:
 
+- cold (no recorded durations: by path hash) and balanced (by the durations the cold
+  aggregate records, what `--balance-from` gives a later proof);
 - the one-job proof's test time: the test phase's duration summed over every run of the
   differential (head, base, trusted, proving), from the journal's `command-finished`
   events; and each shard's, as a share of it (goal: each <= 40 %);
@@ -32,11 +34,11 @@ import time
 from pathlib import Path
 
 from gate import receipt
-from gate.aggregate import aggregate
+from gate.aggregate import AggregateRun, aggregate
 from gate.git.repo import GitRepository
 from gate.prove import ProofRun, ProveRequest, prove
 from gate.sandbox.docker import DockerSandbox
-from gate.shard import ShardSpec
+from gate.shard import ShardSpec, recorded_durations
 
 DEFAULT_IMAGE = "proofgate/cleanroom:latest"
 DEFAULT_TEST = (
@@ -70,7 +72,13 @@ def _counts(predicate: dict[str, object]) -> object:
 
 
 def _prove(
-    clone: Path, base: str, head: str, config: Path, key: bytes, shard: ShardSpec | None
+    clone: Path,
+    base: str,
+    head: str,
+    config: Path,
+    key: bytes,
+    shard: ShardSpec | None,
+    balance: dict[str, dict[str, float]] | None = None,
 ) -> tuple[ProofRun, float]:
     with tempfile.TemporaryDirectory(prefix="pg-bench-cache-") as cache:
         os.environ["XDG_CACHE_HOME"] = cache  # no base run reused from an earlier proof
@@ -78,7 +86,12 @@ def _prove(
         with GitRepository(clone) as evidence:
             run = prove(
                 ProveRequest(
-                    base=base, head=head, config_file=config, signing_key_pem=key, shard=shard
+                    base=base,
+                    head=head,
+                    config_file=config,
+                    signing_key_pem=key,
+                    shard=shard,
+                    balance=balance,
                 ),
                 evidence=evidence,
                 sandbox=DockerSandbox,
@@ -92,26 +105,36 @@ def bench_commit(
     base = f"{commit}^"
     one, one_wall = _prove(clone, base, commit, config, key, None)
     one_test = _test_seconds(one)
-    envelopes: list[bytes] = []
-    shard_rows = []
-    for i in range(1, shards + 1):
-        run, wall = _prove(clone, base, commit, config, key, ShardSpec(index=i, count=shards))
-        envelopes.append(run.envelope)
-        t = _test_seconds(run)
-        shard_rows.append(
-            {
-                "index": i,
-                "verdict": str(run.shard_verdict),
-                "test_s": round(t, 2),
-                "share": round(t / one_test, 3) if one_test else None,
-                "wall_s": round(wall, 2),
-            }
-        )
     signing = receipt.load_private_key(key, source="bench key")
     pub = [signing.public_key()]
-    started = time.monotonic()
-    agg = aggregate(envelopes, pub, signing_key=signing, clock=time.time)
-    agg_s = time.monotonic() - started
+
+    def sharded(
+        balance: dict[str, dict[str, float]] | None,
+    ) -> tuple[list[bytes], list[dict[str, object]], AggregateRun, float]:
+        envelopes: list[bytes] = []
+        rows: list[dict[str, object]] = []
+        for i in range(1, shards + 1):
+            which = ShardSpec(index=i, count=shards)
+            run, wall = _prove(clone, base, commit, config, key, which, balance)
+            envelopes.append(run.envelope)
+            t = _test_seconds(run)
+            rows.append(
+                {
+                    "index": i,
+                    "verdict": str(run.shard_verdict),
+                    "test_s": round(t, 2),
+                    "share": round(t / one_test, 3) if one_test else None,
+                    "wall_s": round(wall, 2),
+                }
+            )
+        started = time.monotonic()
+        agg = aggregate(envelopes, pub, signing_key=signing, clock=time.time)
+        return envelopes, rows, agg, time.monotonic() - started
+
+    # cold: no recorded durations, the split goes by path hash; then balanced by the
+    # durations the cold aggregate records (what `--balance-from` gives a later proof)
+    _, cold_rows, cold, _ = sharded(None)
+    envelopes, shard_rows, agg, agg_s = sharded(recorded_durations(cold.predicate))
     missing = aggregate(envelopes[:-1], pub, signing_key=signing, clock=time.time)
     repeated = aggregate([*envelopes, envelopes[0]], pub, signing_key=signing, clock=time.time)
     held_out = all(
@@ -126,10 +149,12 @@ def bench_commit(
             "test_s": round(one_test, 2),
             "wall_s": round(one_wall, 2),
         },
+        "one_job_reasons": sorted({r.code.value for r in one.reasons}),
+        "shards_cold": cold_rows,
         "shards": shard_rows,
         "aggregate": {"verdict": agg.verdict.value, "seconds": round(agg_s, 3)},
-        "verdict_equal": agg.verdict is one.verdict,
-        "counts_equal": _counts(agg.predicate) == _counts(one.predicate),
+        "verdict_equal": agg.verdict is one.verdict and cold.verdict is one.verdict,
+        "counts_equal": _counts(agg.predicate) == _counts(one.predicate) == _counts(cold.predicate),
         "refusals_held_out": held_out,
     }
 
@@ -159,10 +184,12 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(json.dumps(row), flush=True)
     worst_share = max((s["share"] or 0.0) for r in rows for s in r["shards"])  # type: ignore[attr-defined]
+    worst_cold = max((s["share"] or 0.0) for r in rows for s in r["shards_cold"])  # type: ignore[attr-defined]
     summary = {
         "commits": len(rows),
         "shards": args.shards,
         "worst_shard_share": worst_share,
+        "worst_shard_share_cold": worst_cold,
         "worst_aggregate_s": max(r["aggregate"]["seconds"] for r in rows),  # type: ignore[index]
         "all_equal": all(r["verdict_equal"] and r["counts_equal"] for r in rows),
         "refusals_held_out": all(r["refusals_held_out"] for r in rows),
