@@ -37,6 +37,7 @@ from gate.github.checks import (
 from gate.github.events import (
     APPROVE_ACTION,
     HEX40,
+    Target,
     check_name,
     resolve_target,
 )
@@ -124,13 +125,15 @@ class ActionInputs:
     verify_branch: str | None = None  # verify mode: full ref releases come from (None: default)
     accept_reproof: bool = False  # verify mode: count receipts of a re-proven commit
     builder: Builder | None = None  # the workflow run, recorded in the receipt
+    shard: str = ""  # prove mode: "I/N" proves one shard and writes no check run (SPEC §3.3)
+    receipts: str = ""  # aggregate mode: glob of the shard receipts, under the workspace
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ActionInputs:
         """Raises: UsageError for a malformed input."""
         mode = (env.get("PROOFGATE_MODE") or "prove").strip()
-        if mode not in ("prove", "verify"):
-            raise UsageError(f"input mode: expected prove or verify, got {mode!r}")
+        if mode not in ("prove", "verify", "aggregate"):
+            raise UsageError(f"input mode: expected prove, verify or aggregate, got {mode!r}")
         key = env.get("PROOFGATE_SIGNING_KEY") or ""
         return cls(
             token=env.get("PROOFGATE_GITHUB_TOKEN") or env.get("GITHUB_TOKEN") or "",
@@ -162,6 +165,8 @@ class ActionInputs:
                 env.get("PROOFGATE_ACCEPT_REPROOF") or "false", name="accept-reproof"
             ),
             builder=Builder.from_env(env),
+            shard=(env.get("PROOFGATE_SHARD") or "").strip(),
+            receipts=(env.get("PROOFGATE_RECEIPTS") or "").strip(),
         )
 
     @property
@@ -250,6 +255,8 @@ def run_prove(
     if target is None:
         print(f"proofgate: nothing to do for this {inputs.event_name} event", file=sys.stderr)
         return 0
+    if inputs.shard:
+        return run_shard(inputs, target, api, clock=clock)
     name = check_name(target.base_branch, api.default_branch())
     run_id = api.start_check(
         target.head_sha, name=name, external_id=target.external_id, details_url=inputs.run_url
@@ -350,6 +357,171 @@ def run_prove(
     return 1
 
 
+# --- shards (SPEC §3.3) ----------------------------------------------------------------
+
+
+def _fetch(inputs: ActionInputs, target: Target, private: Path) -> tuple[str, str]:
+    return fetch_private(
+        inputs.origin_url or f"{inputs.server_url.rstrip('/')}/{inputs.repository}.git",
+        private,
+        token=inputs.token,
+        head_ref=target.head_ref,
+        head_sha=target.head_sha,
+        base_ref=target.base_ref,
+        base_sha=target.base_sha,
+    )
+
+
+def run_shard(
+    inputs: ActionInputs, target: Target, api: ChecksAPI, *, clock: Callable[[], float]
+) -> int:
+    """`shard: I/N`: prove one shard and write its receipt for the aggregate job. No check
+    run: only the aggregate writes one, so a shard job needs no `checks: write`, and the
+    step does not fail on the shard's verdict (the aggregate judges the whole)."""
+    from gate.git.repo import GitRepository
+    from gate.prove import ProveRequest, prove
+    from gate.shard import parse_shard
+
+    which = parse_shard(inputs.shard)
+    approver = ReviewApprover(api, target, clock)
+    with tempfile.TemporaryDirectory(prefix="proofgate-objects-") as tmp:
+        base, head = _fetch(inputs, target, Path(tmp) / "repo.git")
+        request = ProveRequest(
+            base=base,
+            head=head,
+            config_path=inputs.config_path,
+            signing_key_pem=inputs.signing_key,
+            trigger=target.trigger,
+            builder=inputs.builder,
+            shard=which,
+        )
+        with GitRepository(Path(tmp) / "repo.git", name=inputs.repository) as evidence:
+            run = prove(
+                request, evidence=evidence, sandbox=action_sandbox, approver=approver, clock=clock
+            )
+    receipt_path, digest = write_receipt(inputs, run)
+    shown = _shown_path(inputs, receipt_path)
+    own = run.shard_verdict or run.verdict
+    _set_outputs(inputs, {"verdict": own.value, "receipt": shown, "receipt-sha256": digest})
+    _append(
+        inputs.summary_file,
+        f"proofgate shard {which}: {own.value} over its share (receipt `{shown}`, sha256 "
+        f"{digest}); the aggregate job judges the whole proof.\n",
+    )
+    print(f"proofgate: shard {which}: {own.value} (receipt {shown})", file=sys.stderr)
+    return 0
+
+
+def run_aggregate(
+    inputs: ActionInputs,
+    event: Mapping[str, object],
+    api: ChecksAPI,
+    *,
+    clock: Callable[[], float] = time.time,
+) -> int:
+    """`mode: aggregate`: verify and combine the shard receipts the matrix jobs uploaded
+    (`receipts`, a glob under the workspace) and post the one check run, named as a
+    single-job proof's."""
+    from gate import receipt
+    from gate.aggregate import AggregateError, aggregate, shard_patch
+    from gate.receipt.files import PATCH_DIFF
+
+    target = resolve_target(inputs, event, api)
+    if target is None:
+        print(f"proofgate: nothing to do for this {inputs.event_name} event", file=sys.stderr)
+        return 0
+    if not inputs.receipts:
+        raise UsageError("mode aggregate needs the receipts input (a glob of shard receipts)")
+    keys = load_keys(inputs.verify_keys, source="the verify-keys input")
+    root = Path(inputs.workspace)
+    paths = sorted(p for p in root.glob(inputs.receipts) if p.is_file())
+    name = check_name(target.base_branch, api.default_branch())
+    run_id = api.start_check(
+        target.head_sha, name=name, external_id=target.external_id, details_url=inputs.run_url
+    )
+    signing = (
+        receipt.load_private_key(inputs.signing_key, source="the signing-key input")
+        if inputs.signing_key is not None
+        else None
+    )
+    try:
+        if not paths:
+            raise AggregateError(f"no shard receipt matches {inputs.receipts!r}")
+        run = aggregate(
+            [p.read_bytes() for p in paths],
+            keys,
+            signing_key=signing,
+            clock=clock,
+            builder=inputs.builder,
+        )
+    except AggregateError as e:
+        api.complete_check(
+            run_id,
+            verdict=Verdict.INCONCLUSIVE,
+            title="proofgate: no shard receipt verifies",
+            summary=f"proofgate aggregate found nothing to combine:\n\n```\n{e}\n```\n",
+            text="",
+            details_url=inputs.run_url,
+        )
+        print(f"::error title=proofgate aggregate::{escape_data(str(e))}")
+        _set_outputs(inputs, {"verdict": Verdict.INCONCLUSIVE.value})
+        return 1
+    out = _out_dir(inputs)
+    (out / "receipt.json").write_bytes(run.envelope)
+    (out / "receipt.md").write_text(run.markdown, encoding="utf-8")
+    patch_field = run.predicate.get("patch")
+    patch_digest = str(patch_field.get("sha256")) if isinstance(patch_field, dict) else ""
+    neighbours = {
+        str(p): (p.parent / PATCH_DIFF).read_bytes()
+        for p in paths
+        if (p.parent / PATCH_DIFF).is_file()
+    }
+    patch = shard_patch(neighbours, patch_digest)
+    if patch is not None:
+        (out / PATCH_DIFF).write_bytes(patch)
+    digest = hashlib.sha256(run.envelope).hexdigest()
+    shown = _shown_path(inputs, out / "receipt.json")
+    where = (
+        f"Download it from the workflow run ({inputs.run_url}): `{shown}`."
+        if inputs.run_url
+        else f"It was written to `{shown}`."
+    )
+    text = (
+        embed_envelope(run.envelope, limit=OUTPUT_LIMIT_BYTES, elsewhere=where)
+        if run.signed
+        else UNSIGNED_WARNING + "\n"
+    )
+    opening = trigger_note(target) + image_note(run.predicate)
+    api.complete_check(
+        run_id,
+        verdict=run.verdict,
+        title=render.title(run.predicate),
+        summary=opening
+        + render.to_markdown(
+            run.predicate,
+            max_bytes=OUTPUT_LIMIT_BYTES - len(opening.encode()) - 64,
+            signed=run.signed,
+            truncation_note=f"\n\n---\n**Cut to fit GitHub's 65,535-byte limit.** {where}\n",
+        ),
+        text=text,
+        annotations=annotations_from(run.predicate),
+        details_url=inputs.run_url,
+    )
+    _set_outputs(inputs, {"verdict": run.verdict.value, "receipt": shown, "receipt-sha256": digest})
+    report_to_job(
+        inputs.summary_file,
+        opening + run.markdown,
+        unsigned=None if run.signed else UNSIGNED_WARNING,
+        warnings=[],
+        errors=[(r.code.value, r.message) for r in run.reasons],
+        cut_note=f"*(cut; the full receipt is `{shown}`)*",
+    )
+    print(f"proofgate: aggregate {run.verdict.value} (receipt {shown})", file=sys.stderr)
+    if run.verdict is Verdict.PROVEN or not inputs.fail_on_unproven:
+        return 0
+    return 1
+
+
 # --- verify mode (issue 8: release jobs) ------------------------------------------------
 
 
@@ -423,6 +595,8 @@ def main(env: Mapping[str, str] | None = None) -> int:
         )
         if inputs.mode == "verify":
             return run_verify(inputs, api)
+        if inputs.mode == "aggregate" and inputs.shard:
+            raise UsageError("input shard is for mode prove; the aggregate job combines them")
         if not inputs.event_path:
             raise UsageError("GITHUB_EVENT_PATH is not set: run inside GitHub Actions")
         try:
@@ -431,6 +605,8 @@ def main(env: Mapping[str, str] | None = None) -> int:
             raise UsageError(f"cannot read the event {inputs.event_path}: {e}") from e
         if not isinstance(event, dict):
             raise UsageError(f"the event {inputs.event_path} is not a JSON object")
+        if inputs.mode == "aggregate":
+            return run_aggregate(inputs, event, api)
         return run_prove(inputs, event, api)
     except GitHubError as e:
         print(f"::error title=proofgate::{escape_data(str(e))}")

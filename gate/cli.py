@@ -18,7 +18,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from gate.model import Approval
     from gate.prove import ProveRequest
     from gate.sandbox.interface import Sandbox
+    from gate.shard import ShardSpec
 
 log = logging.getLogger("gate")
 
@@ -128,6 +129,54 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("PROOFGATE_ALLOW_PULL", "") == "1",
         help="pull the clean-room image when it is not present locally (PROOFGATE_ALLOW_PULL=1)",
     )
+    p.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="prove shard I of N: the same patch, only this shard's share of each check's "
+        "tests; the receipt counts only through `proofgate aggregate`",
+    )
+    p.add_argument(
+        "--balance-from",
+        type=Path,
+        metavar="RECEIPT",
+        help="with --shard: balance the split by the per-file test durations a verified "
+        "receipt records (give the same receipt to every shard)",
+    )
+    p.add_argument(
+        "--balance-key",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PUB",
+        help="a public key trusted to have signed the --balance-from receipt (repeatable)",
+    )
+
+    p = sub.add_parser(
+        "aggregate",
+        parents=[common],
+        help="combine the receipts of a proof's shards into one signed receipt",
+        description="Verify every shard receipt with the trusted keys, refuse a set that "
+        "disagrees or misses or repeats a shard (INCONCLUSIVE), apply the differential to "
+        "the union of the shards' tests and sign one receipt. Exit codes as prove; 1 when "
+        "no receipt verifies.",
+    )
+    p.add_argument("receipts", nargs="+", type=Path, metavar="RECEIPT", help="shard receipts")
+    p.add_argument(
+        "--key",
+        type=Path,
+        action="append",
+        required=True,
+        metavar="PUB",
+        help="a public key trusted to have signed the shard receipts (repeatable)",
+    )
+    p.add_argument(
+        "--signing-key",
+        type=Path,
+        metavar="FILE",
+        help=f"Ed25519 private key (PEM) to sign the aggregate; or set {ENV_SIGNING_KEY}",
+    )
+    p.add_argument("--out", type=Path, metavar="DIR", help="write receipt.json, receipt.md")
+    p.add_argument("--json", action="store_true", help="print the predicate as JSON on stdout")
 
     p = sub.add_parser(
         "policy",
@@ -400,6 +449,8 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
             config_file=args.config,
             signing_key_pem=key_pem,
             run_checks=run_checks,
+            shard=_shard_arg(args),
+            balance=_balance_arg(args),
             # SPEC §4: a local run; base_ref only when --base names a local branch
             trigger=Trigger(kind=TriggerKind.LOCAL, base_ref=evidence.local_branch(base)),
         )
@@ -435,6 +486,12 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
         if run.verdict is Verdict.INCONCLUSIVE:
             return Verdict.INCONCLUSIVE.exit_code
         return {"ALLOW": 0, "HOLD": 11, "DENY": 12}[run.policy_decision.value]
+    if run.shard_verdict is not None:
+        log.info(
+            "shard verdict: %s (the receipt counts through `proofgate aggregate`)",
+            run.shard_verdict.value,
+        )
+        return run.shard_verdict.exit_code
     log.info("verdict: %s", run.verdict.value)
     return run.verdict.exit_code
 
@@ -444,6 +501,99 @@ def _docker_sandbox(allow_pull: bool, proof: str | None = None) -> Sandbox:
     from gate.sandbox.docker import DockerSandbox
 
     return DockerSandbox(proof=proof, allow_pull=allow_pull)
+
+
+def _shard_arg(args: argparse.Namespace) -> ShardSpec | None:
+    from gate.shard import parse_shard
+
+    text = getattr(args, "shard", None)
+    if text is None:
+        if getattr(args, "balance_from", None) is not None:
+            raise UsageError("--balance-from only means something with --shard")
+        return None
+    return parse_shard(text)
+
+
+def _balance_arg(args: argparse.Namespace) -> dict[str, dict[str, float]] | None:
+    """Per check, seconds per test file, from a receipt verified with --balance-key."""
+    from gate import receipt
+
+    path = getattr(args, "balance_from", None)
+    if path is None:
+        return None
+    if not args.balance_key:
+        raise UsageError("--balance-from needs --balance-key PUB: only a verified receipt counts")
+    keys = [
+        receipt.load_public_key(_read(p, "--balance-key"), source=str(p)) for p in args.balance_key
+    ]
+    try:
+        verified = receipt.verify(_read(path, "--balance-from"), receipt.Signed(keys))
+    except receipt.ReceiptError as e:
+        raise UsageError(f"--balance-from {path} does not verify: {e}") from e
+    from gate.shard import recorded_durations
+
+    return recorded_durations(verified.predicate.to_dict())
+
+
+def _cmd_aggregate(args: argparse.Namespace) -> int:
+    from gate import receipt
+    from gate.aggregate import AggregateError, aggregate, shard_patch
+    from gate.receipt.files import PATCH_DIFF
+
+    keys = _load_keys(args.key)
+    key_pem: bytes | None = None
+    if args.signing_key is not None:
+        key_pem = _read(args.signing_key, "--signing-key")
+    elif os.environ.get(ENV_SIGNING_KEY):
+        key_pem = os.environ[ENV_SIGNING_KEY].encode("utf-8")
+    signing = (
+        receipt.load_private_key(key_pem, source="the signing key") if key_pem is not None else None
+    )
+    envelopes = [_read(p, "RECEIPT") for p in args.receipts]
+    out: Path | None = args.out
+    if out is not None:
+        _prepare_out_dir(out)
+    try:
+        run = aggregate(envelopes, keys, signing_key=signing, clock=time.time)
+    except AggregateError as e:
+        sys.stderr.write(f"proofgate: aggregate failed: {e}\n")
+        return EXIT_VERIFY_FAILED
+    if signing is None:
+        log.warning(
+            "WARNING: the aggregate receipt is UNSIGNED (no --signing-key and no %s)",
+            ENV_SIGNING_KEY,
+        )
+    if out is not None:
+        neighbours: dict[str, bytes] = {}
+        for p in args.receipts:
+            try:
+                neighbours[str(p)] = (p.parent / PATCH_DIFF).read_bytes()
+            except OSError:
+                continue
+        patch = shard_patch(neighbours, str(_get_patch_digest(run.predicate)))
+        try:
+            if patch is not None:
+                receipt.write_receipt_files(
+                    out, envelope=run.envelope, markdown=run.markdown, patch=patch
+                )
+            else:
+                (out / "receipt.json").write_bytes(run.envelope)
+                (out / "receipt.md").write_text(run.markdown, encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"cannot write the receipt into --out {out}: {e.strerror}") from e
+        log.info("wrote %s and receipt.md", out / "receipt.json")
+    if args.json:
+        sys.stdout.write(json.dumps(run.predicate, indent=2, ensure_ascii=False) + "\n")
+    for reason in run.reasons:
+        prefix = f"[{reason.check}] " if reason.check else ""
+        log.info("reason %s: %s%s", reason.code.value, prefix, reason.message)
+    log.info("verdict: %s", run.verdict.value)
+    return run.verdict.exit_code
+
+
+def _get_patch_digest(predicate: Mapping[str, object]) -> object:
+    patch = predicate.get("patch")
+    return patch.get("sha256") if isinstance(patch, dict) else None
 
 
 def _worktree_request(request: ProveRequest, evidence: GitRepository) -> ProveRequest:
@@ -751,6 +901,8 @@ def main(argv: list[str] | None = None) -> int:
                 return _cmd_prove(args, run_checks=False)
             case "verify":
                 return _cmd_verify(args)
+            case "aggregate":
+                return _cmd_aggregate(args)
             case "show":
                 return _cmd_show(args)
             case "apply":

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import enum
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NewType
@@ -154,6 +155,11 @@ class ReasonCode(enum.StrEnum):
     EVIDENCE_TAMPERED = "evidence-tampered"
     # the run itself
     INTERRUPTED = "interrupted"
+    # shards, SPEC §3.3: a shard receipt alone is never a whole proof; a set of shard
+    # receipts that does not make one proof is refused by `aggregate`
+    SHARD_PARTIAL = "shard-partial"
+    SHARDS_DISAGREE = "shards-disagree"
+    SHARDS_INCOMPLETE = "shards-incomplete"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -376,6 +382,42 @@ class DifferentialMode(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ShardFilter:
+    """SPEC §3.3: which of a check's test files shard `index` of `count` runs (1-based).
+
+    `assigned` maps every test file of the base tree to its shard, or, for a file in
+    `by_unit` (one that holds a large part of the suite), each of its top-level test
+    classes and functions as `path::Name`; anything not listed (a file or unit only in
+    the head, a doctest's module) goes by the hash of its key (`shard_of`). The witness
+    plugin applies the same rule inside pytest (gate/sandbox/witness_plugin.py).
+    """
+
+    index: int
+    count: int
+    assigned: tuple[tuple[str, int], ...]
+    by_unit: tuple[str, ...] = ()
+
+    def shard_of(self, path: str, unit: str | None = None) -> int:
+        key = f"{path}::{unit}" if unit is not None and path in self.by_unit else path
+        return dict(self.assigned).get(key) or hashed_shard(key, self.count)
+
+    def to_dict(self) -> JsonDict:
+        return {
+            "index": self.index,
+            "count": self.count,
+            "assigned": dict(self.assigned),
+            "by_unit": list(self.by_unit),
+        }
+
+
+def hashed_shard(path: str, count: int) -> int:
+    """The shard (1-based) of a file the split does not list: by the SHA-256 of its path.
+    The witness plugin computes the same."""
+    digest = hashlib.sha256(path.encode("utf-8", "surrogateescape")).digest()
+    return int.from_bytes(digest[:8], "big") % count + 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CheckSpec:
     name: str
     phases: tuple[tuple[Phase, tuple[Command, ...]], ...]  # in SETUP, BUILD, TEST order
@@ -388,6 +430,7 @@ class CheckSpec:
     # a differential's runs: the base's pytest configuration (file name, content), given
     # to pytest with `-c` from proofgate's volume (gate/differential/pytestconfig.py)
     pytest_config: tuple[str, bytes] | None = None
+    shard: ShardFilter | None = None  # SPEC §3.3: only this shard's test files run
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -86,7 +86,9 @@ def apply_receipt(
         RepoError: `repo` is not a git repository with a working tree (exit 2).
     """
     try:
-        verified = receipt.verify(envelope, receipt.Signed(keys))
+        verified = receipt.verify(
+            envelope, receipt.AllOf(receipt.Signed(keys), receipt.WholeProof())
+        )
     except receipt.ReceiptError as e:
         raise ApplyRefused(f"the receipt does not verify: {e}") from e
     predicate = verified.statement["predicate"]

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, cast
 from gate import policy, receipt, render, usercache
 from gate.config import DEFAULT_CONFIG_PATH, checked_document, load_config, schema_digest
 from gate.differential import DifferentialReport, junitpath, wants_a_person, witness
-from gate.errors import UsageError
+from gate.errors import RepoError, UsageError
 from gate.git.interface import (
     EvidenceSource,
     UnsafeTreeError,
@@ -46,13 +46,18 @@ from gate.model import (
     PolicyResult,
     PolicySpec,
     Reason,
+    ReasonCode,
     Sha256,
+    ShardFilter,
+    TreeId,
     Trigger,
     Verdict,
+    worst,
 )
 from gate.policy_run import TagOracle, judge_policy
+from gate.shard import ShardSpec, Split
 from gate.timefmt import rfc3339
-from gate.verdict import RunEvidence, decide, preflight
+from gate.verdict import Outcome, RunEvidence, decide, preflight
 
 if TYPE_CHECKING:
     from gate.sandbox.interface import Sandbox
@@ -88,6 +93,9 @@ class ProveRequest:
     # on every Docker object of the proof and in the journal's `run-started` event
     # (gate/sandbox/labels.py): cleanups select by it, never by what another proof made
     proof_id: str = field(default_factory=lambda: secrets.token_hex(8))
+    shard: ShardSpec | None = None  # SPEC §3.3: prove only this shard's share of the tests
+    # recorded seconds per test file, per check (from a verified receipt): balances the split
+    balance: Mapping[str, Mapping[str, float]] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,6 +109,7 @@ class ProofRun:
     patch: bytes = field(repr=False)
     markdown: str
     signed: bool
+    shard_verdict: Verdict | None = None  # a shard receipt: its own verdict over its share
 
 
 def _checked_config(data: bytes, *, source: str, known: frozenset[str]) -> Config:
@@ -217,6 +226,7 @@ class _CleanRoom:
     image_error: str | None = None
     unsafe_tree: str | None = None
     interrupted: bool = False
+    engine_id: str | None = None  # the Docker daemon's engine id (`docker info` ID)
 
 
 # What the witness finds in a check no differential judged: no base run to tell the
@@ -267,6 +277,7 @@ def _run_checks(
         journal.append("sandbox-unavailable", error=str(e))
         return _CleanRoom(sandbox_error=str(e))
     journal.append("image-resolved", name=image.name, id=image.id, digest=image.digest)
+    engine = _engine_id(sandbox)
     mtime = clean_room_mtime()
     archive_lock = threading.Lock()  # the evidence source is not shared across threads
 
@@ -278,15 +289,32 @@ def _run_checks(
     results = tuple(done[i] for i in sorted(done))  # config order, whatever finished first
     if isinstance(failure, UnsafeTreeError):
         journal.append("unsafe-tree", error=str(failure))
-        return _CleanRoom(image=image, results=results, unsafe_tree=str(failure))
+        return _CleanRoom(image=image, engine_id=engine, results=results, unsafe_tree=str(failure))
     if isinstance(failure, SandboxError):
         journal.append("sandbox-lost", error=str(failure))
-        return _CleanRoom(image=image, results=results, sandbox_error=str(failure))
+        return _CleanRoom(
+            image=image, engine_id=engine, results=results, sandbox_error=str(failure)
+        )
     if isinstance(failure, KeyboardInterrupt):
         # Every worker killed its command and removed its containers; judge what we have.
         journal.append("interrupted")
-        return _CleanRoom(image=image, results=results, interrupted=True)
-    return _CleanRoom(image=image, results=results)
+        return _CleanRoom(image=image, engine_id=engine, results=results, interrupted=True)
+    return _CleanRoom(image=image, engine_id=engine, results=results)
+
+
+def _engine_id(sandbox: Sandbox) -> str | None:
+    """The Docker daemon's engine id, when the sandbox has one to tell: which daemon ran
+    the checks (a remote `DOCKER_HOST` too), never how it was reached or with what."""
+    from gate.sandbox.interface import SandboxError
+
+    get = getattr(sandbox, "engine_id", None)
+    if get is None:
+        return None
+    try:
+        got = get()
+    except SandboxError:
+        return None
+    return got if isinstance(got, str) and got else None
 
 
 def _run_concurrently(
@@ -479,6 +507,10 @@ def prove(
         approval, approval_error = _ask_approval(approver, ev, result, journal)
 
     trusted = config is not None and not _config_changed_by_patch(request, ev)
+    split: Split | None = None
+    if request.shard is not None and config is not None and ev.proven_tree is not None:
+        split = _split(config, ev, evidence, request.shard.count, request.balance)
+        config = _shard_config(config, split, request.shard, journal)
     room = _CleanRoom()
     forged: tuple[str, ...] = ()
     diffs: tuple[DifferentialReport, ...] = ()
@@ -531,6 +563,10 @@ def prove(
             and wants_a_person(diffs)
         ):
             approval, approval_error = _ask_approval(approver, ev, result, journal)
+        elif approval is None and approval_error is None and approver is not None and split:
+            # SPEC §3.3: a lost test is judged over the union, by the aggregate; a valid
+            # approval of this patch goes into the shard receipt for it to release
+            approval, _refused = _ask_approval(approver, ev, result, journal)
 
     run = RunEvidence(
         evidence=ev,
@@ -551,6 +587,9 @@ def prove(
         tampered=_unjudged_tampering(config, room.results, diffs),
     )
     outcome = decide(run) if request.run_checks else preflight(run)
+    own = outcome
+    if request.shard is not None:
+        outcome = _as_shard(outcome, request.shard)
     journal.append(
         "verdict", verdict=outcome.verdict.value, reasons=[r.code.value for r in outcome.reasons]
     )
@@ -569,6 +608,12 @@ def prove(
     # `proofgate policy` ran nothing: its output is a pre-flight, never a verdict.
     report = built if request.run_checks else receipt.Preflight(predicate=built)
     predicate = report.to_dict()
+    if room.engine_id is not None:
+        predicate["docker"] = {"engine_id": room.engine_id}
+    if request.shard is not None and split is not None:
+        predicate["shard"] = _shard_section(
+            request.shard, split, own, room, diffs, ev, evidence, config, dict(spec.rules)
+        )
     statement = receipt.build_statement(
         predicate,
         patch_sha256=ev.patch.sha256,
@@ -586,4 +631,141 @@ def prove(
         patch=ev.patch.data,
         markdown=render.to_markdown(predicate, signed=signing_key is not None),
         signed=signing_key is not None,
+        shard_verdict=own.verdict if request.shard is not None else None,
+    )
+
+
+# -- shards (SPEC §3.3) -------------------------------------------------------------------
+
+
+def _test_files(spec: CheckSpec, tree: TreeId, evidence: EvidenceSource) -> dict[bytes, bytes]:
+    """The `.py` files of `tree` the check's `tests` globs (and conftests) select."""
+    from gate import differential
+    from gate.differential.runs import MAX_TEST_SOURCE_BYTES
+
+    is_test = differential.selector((*(spec.tests or differential.DEFAULT_TESTS), "**/conftest.py"))
+    try:
+        got = evidence.read_tree_files(
+            tree, lambda p: p.endswith(b".py") and is_test(p), max_bytes=MAX_TEST_SOURCE_BYTES
+        )
+    except RepoError:
+        return {}
+    return got or {}
+
+
+def _split(
+    config: Config,
+    ev: Evidence,
+    evidence: EvidenceSource,
+    count: int,
+    balance: Mapping[str, Mapping[str, float]] | None,
+) -> Split:
+    """The split every shard computes alike: from the base tree (and `balance`)."""
+    from gate import shard
+
+    files: dict[str, dict[str, tuple[str, ...] | None]] = {}
+    for spec in config.checks:
+        if spec.junit is None:
+            continue
+        units = {
+            p.decode("utf-8", "surrogateescape"): shard.top_level_tests(data)
+            for p, data in _test_files(spec, ev.base.tree, evidence).items()
+        }
+        files[spec.name] = {p: u for p, u in units.items() if u is None or u}
+    return shard.compute_split(config.checks, files, count, balance)
+
+
+def _shard_config(config: Config, split: Split, which: ShardSpec, journal: Journal) -> Config:
+    from gate import shard
+
+    journal.append(
+        "shard-split",
+        index=which.index,
+        count=which.count,
+        split_sha256=split.sha256,
+        checks={
+            c.name: (
+                {"whole": c.owner} if c.owner else {"files": split.files_of(c.name, which.index)}
+            )
+            for c in split.checks
+        },
+    )
+    log.info("shard %s: split %s", which, split.sha256[:12])
+    return shard.apply(config, split, which)
+
+
+def _in_share(filt: ShardFilter, path: bytes) -> bool:
+    """The file's tests run here (a file split by unit: some of them may)."""
+    text = path.decode("utf-8", "surrogateescape")
+    return text in filt.by_unit or filt.shard_of(text) == filt.index
+
+
+def _as_shard(outcome: Outcome, which: ShardSpec) -> Outcome:
+    """SPEC §3.3: a shard receipt never verifies as a whole proof, not even for a verifier
+    that knows nothing of shards: its verdict is at best INCONCLUSIVE `shard-partial`."""
+    partial = Reason(
+        code=ReasonCode.SHARD_PARTIAL,
+        message=f"this receipt proves shard {which} only (its own verdict: "
+        f"{outcome.verdict.value}); `proofgate aggregate` combines the {which.count} shard "
+        "receipts into one proof",
+    )
+    return Outcome(
+        verdict=worst([outcome.verdict, Verdict.INCONCLUSIVE]),
+        reasons=(*outcome.reasons, partial),
+    )
+
+
+def _shard_section(
+    which: ShardSpec,
+    split: Split,
+    own: Outcome,
+    room: _CleanRoom,
+    diffs: tuple[DifferentialReport, ...],
+    ev: Evidence,
+    evidence: EvidenceSource,
+    config: Config | None,
+    rules: Mapping[str, Decision],
+) -> JsonDict:
+    from gate import differential, shard
+
+    by_name = {s.name: s for s in (config.checks if config is not None else ())}
+    results = {r.name: r for r in room.results}
+    changed = frozenset(p for e in ev.inventory for p in (e.path, e.old_path) if p is not None)
+    checks: dict[str, JsonDict] = {}
+    for report in diffs:
+        spec = by_name.get(report.check)
+        if spec is None or spec.shard is None or not report.ran:
+            continue
+        filt = spec.shard
+        base_files = _test_files(spec, ev.base.tree, evidence)
+        head_files = _test_files(spec, ev.head.tree, evidence)
+        prints = {
+            k: v
+            for files in (base_files, head_files)
+            for k, v in differential.fingerprints(
+                {p: d for p, d in files.items() if _in_share(filt, p)}
+            ).items()
+        }
+        is_test = differential.selector(
+            (*(spec.tests or differential.DEFAULT_TESTS), "**/conftest.py")
+        )
+        head = results.get(spec.name)
+        durations = (
+            shard.file_durations(head.junit_report, tuple(head_files))
+            if head is not None and head.junit_report is not None
+            else {}
+        )
+        checks[spec.name] = shard.check_section(
+            runs={r.name: (r.outcomes, r.problem) for r in report.runs},
+            fingerprints=prints,
+            nontest_changed=any(not is_test(p) for p in changed),
+            no_proving_decision=rules.get(differential.NO_PROVING_TEST, Decision.ALLOW).value,
+            durations=durations,
+        )
+    return shard.section(
+        shard=which,
+        split=split,
+        own_verdict=own.verdict.value,
+        image_digest=room.image.digest if room.image is not None else None,
+        checks=checks,
     )

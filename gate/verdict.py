@@ -103,6 +103,9 @@ def verdict_for(code: ReasonCode) -> Verdict:
             | ReasonCode.JUNIT_NO_TESTS
             | ReasonCode.INTERRUPTED
             | ReasonCode.EGRESS_UNRECORDED
+            | ReasonCode.SHARD_PARTIAL
+            | ReasonCode.SHARDS_DISAGREE
+            | ReasonCode.SHARDS_INCOMPLETE
         ):
             return Verdict.INCONCLUSIVE
         case _:

@@ -367,9 +367,17 @@ def compare(
     base_files: Mapping[bytes, bytes],
     head_files: Mapping[bytes, bytes],
     no_proving_decision: Decision = Decision.ALLOW,
+    scoped: bool = False,
+    prints: tuple[Mapping[tuple[bytes, str], str], Mapping[tuple[bytes, str], str]] | None = None,
 ) -> DifferentialReport:
     """Apply the SPEC §3.1 table. `changed` holds every path the patch touches (old and
-    new names); `*_files` are the test files of the base and head trees (for renames).
+    new names); `*_files` are the test files of the base and head trees (for renames), or
+    `prints` their `fingerprints` already computed (base, head).
+
+    `scoped` (SPEC §3.3, one shard's share): the runs hold only this shard's tests, so a
+    base test missing from the head may live on in another shard's file, and a proving
+    test may be another shard's. Lost tests and `no-proving-test` are listed but not
+    judged here; `gate.aggregate` judges them over the union of the shards.
 
     The base run must have outcomes (else call `not_run`); a head, trusted or proving run
     without outcomes counts as every test absent from it, and says why.
@@ -399,8 +407,7 @@ def compare(
             lost.append(tid)
     survived: list[str] = []
     if lost:  # parsing every test file of both trees (seconds on a real suite) only then
-        base_prints = fingerprints(base_files)
-        head_prints = fingerprints(head_files)
+        base_prints, head_prints = prints or (fingerprints(base_files), fingerprints(head_files))
         lost, survived = _survivors(lost, b, h, base_prints, head_prints)
 
     if proving is not None:
@@ -441,7 +448,7 @@ def compare(
                 "files: a person confirms the old expectation is wrong",
             )
         )
-    if lost:
+    if lost and not scoped:
         reasons.append(
             _reason(
                 ReasonCode.TESTS_LOST,
@@ -451,7 +458,7 @@ def compare(
             )
         )
     findings: list[JsonDict] = []
-    if nontest_changed and not proves:
+    if nontest_changed and not proves and not scoped:
         message = "the change edits non-test code and no test " + (
             "fails without it" if proving is not None else "was added for it"
         )

@@ -366,6 +366,7 @@ class Pending:
             base_files=base_files,
             head_files=head_files,
             no_proving_decision=rules.get(differential.NO_PROVING_TEST, Decision.ALLOW),
+            scoped=spec.shard is not None,  # SPEC §3.3: the aggregate judges the union
         )
         changed_env, env_reason = differential.environment_reason(spec.name, runs[TRUSTED], base)
         if env_reason is not None:

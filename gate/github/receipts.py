@@ -48,6 +48,7 @@ from gate.receipt import (
     Subject,
     TriggerIn,
     VerifiedReceipt,
+    WholeProof,
     verify,
 )
 
@@ -132,6 +133,7 @@ def release_expectation(
     kinds = RELEASE_TRIGGERS | ({TriggerKind.COMMIT} if accept_reproof else set())
     parts: list[Expectation] = [
         Signed(keys),
+        WholeProof(),  # SPEC §3.3: a shard receipt never vouches for a release
         Subject(commit=commit, tree=tree),
         Repository(repository),
         Branch(branch),

@@ -271,6 +271,29 @@ class Changed(_NoKeys):
             raise VerificationError("base.tree", f"not {p.proven_tree}", base_tree, message)
 
 
+class WholeProof(_NoKeys):
+    """SPEC §3.3: the receipt proves the whole change, not one shard of it. A shard
+    receipt counts only through `proofgate aggregate` (which verifies it with `Signed`
+    alone); every release and CLI verification includes this expectation."""
+
+    __slots__ = ()
+
+    def check(self, receipt: VerifiedReceipt) -> None:
+        shard = receipt.predicate.document.get("shard")
+        if shard is None:
+            return
+        which = "?"
+        if isinstance(shard, dict):
+            which = f"{shard.get('index')}/{shard.get('count')}"
+        raise VerificationError(
+            "shard",
+            "a whole proof (no shard)",
+            which,
+            f"this is the receipt of shard {which} only, never a whole proof: verify the "
+            "receipt `proofgate aggregate` signs over all the shards",
+        )
+
+
 def satisfies(verdict: Verdict, require: Verdict) -> bool:
     """Whether `verdict` meets `--require`: at most as severe (SPEC §3 worst-wins order).
 
@@ -408,7 +431,7 @@ def expectations(
 ) -> AllOf:
     """`AllOf(Signed(keys), ...)` for the options that are given, in the CLI's order
     (`changed`: the receipt must judge a change, see `Changed`)."""
-    parts: list[Expectation] = [Signed(keys)]
+    parts: list[Expectation] = [Signed(keys), WholeProof()]
     if commit is not None or tree is not None:
         parts.append(Subject(commit=commit, tree=tree))
     if patch is not None:

@@ -323,6 +323,8 @@ class CheckRun:
                 pytest_config=self.spec.pytest_config,
             )
             self.api.put_archive(container, witness.MOUNT, data)
+            if self.spec.shard is not None:  # SPEC §3.3: this shard's share of the tests
+                self.api.put_archive(container, witness.MOUNT, witness.shard_tar(self.spec.shard))
 
     def _needs_holder(self) -> bool:
         """A test phase whose volume must outlive a container: after setup or build,

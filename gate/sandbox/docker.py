@@ -78,6 +78,18 @@ class DockerSandbox:
         self._tail = log_tail_bytes
         self._egress_environ = egress_environ
 
+    def engine_id(self) -> str | None:
+        """The daemon's engine id (`docker info` ID): which daemon ran the checks, for the
+        receipt. Never its address or credentials (a `DOCKER_HOST` may carry a user name).
+
+        Raises:
+            SandboxError: the daemon does not answer.
+        """
+        with docker_errors("read the Docker daemon's info"):
+            info = self._api.info()
+        got = info.get("ID") if isinstance(info, dict) else None
+        return str(got) if got else None
+
     def resolve_image(self, name: str) -> ImageRef:
         """Resolve `name` to the local image id and, when known, its repo digest.
 

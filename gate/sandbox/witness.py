@@ -28,7 +28,7 @@ from importlib import resources
 
 from gate.differential.paths import CONFIG_DIR, MOUNT, PYCACHE, WITNESS_DIR, WORKSPACE
 from gate.differential.tarprotect import PROTECTED_UID
-from gate.model import WitnessSession
+from gate.model import ShardFilter, WitnessSession
 from gate.sandbox.bytecode import farm_entries
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "parse_end",
     "parse_session",
     "plugin_tar",
+    "shard_tar",
     "test_environment",
 ]
 
@@ -202,6 +203,19 @@ def plugin_tar(
             tar.addfile(member)
         if pytest_config is not None:
             _add_config(tar, *pytest_config)
+    return buf.getvalue()
+
+
+def shard_tar(shard: ShardFilter) -> bytes:
+    """`witness/proofgate_shard.json` (SPEC §3.3): the share of the tests this shard runs,
+    read by the plugin at import; read-only and owned by `PROTECTED_UID` like the plugin."""
+    data = json.dumps(shard.to_dict(), sort_keys=True).encode()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo(f"witness/{MODULE.removesuffix('_witness')}_shard.json")
+        info.size, info.mode, info.mtime = len(data), 0o444, 1
+        info.uid = info.gid = PROTECTED_UID
+        tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
 

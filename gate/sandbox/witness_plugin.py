@@ -118,6 +118,7 @@ except ImportError:  # pragma: no cover - CPython has the C encoder
     from json.encoder import py_encode_basestring_ascii as _quote
 if _quote is None:  # pragma: no cover
     from json.encoder import py_encode_basestring_ascii as _quote
+_loads = json.loads  # the shard's list (SPEC §3.3), read once at import
 del json
 
 
@@ -1004,6 +1005,70 @@ def pytest_configure(config):
     config.pluginmanager.register(_make_witness(config), "proofgate-witness")
 
 
+# --- SPEC §3.3: a shard runs only its share of the tests ----------------------------------
+#
+# proofgate writes `proofgate_shard.json` beside this file (its read-only volume) when the
+# check is split over shards: {"index": I, "count": N, "assigned": {key: shard},
+# "by_unit": [path...]}, paths relative to /workspace; a key is a file, or `file::Name` (a
+# top-level test class or function) for a file in `by_unit`. Read at import, before any
+# conftest. Items of other shards are deselected, so the configured test command is
+# unchanged; a key the split does not list goes by its SHA-256 (gate.model.hashed_shard).
+
+
+def _load_shard():
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "proofgate_shard.json")
+    try:
+        with open(path, "rb") as f:
+            data = _loads(f.read().decode("utf-8"))
+        by_unit = frozenset(str(p) for p in data.get("by_unit") or ())
+        return int(data["index"]), int(data["count"]), dict(data["assigned"]), by_unit
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+_SHARD = _load_shard()
+
+
+def _shard_of(path, count, assigned):
+    """`path`: a file, or `file::Name` for a unit of a file the split divides by unit."""
+    if path in assigned:
+        return int(assigned[path])
+    digest = hashlib.sha256(path.encode("utf-8", "surrogateescape")).digest()
+    return int.from_bytes(digest[:8], "big") % count + 1
+
+
+def _unit(item):
+    """The item's top-level test class or function in its module (no parametrize id)."""
+    chain = item.listchain()
+    for i, node in enumerate(chain):
+        if isinstance(node, pytest.Module) and i + 1 < len(chain):
+            return chain[i + 1].name.split("[", 1)[0]
+    return None
+
+
+def _tree_path(item):
+    raw = str(getattr(item, "path", None) or getattr(item, "fspath", "") or "")
+    path = os.path.normpath(raw) if raw else item.nodeid.split("::", 1)[0]
+    prefix = "/workspace/"
+    return path[len(prefix) :] if path.startswith(prefix) else path
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session, config, items):
+    if _SHARD is None:
+        return
+    index, count, assigned, by_unit = _SHARD
+    mine, others = [], []
+    for item in items:
+        path = _tree_path(item)
+        unit = _unit(item) if path in by_unit else None
+        shard = _shard_of(path if unit is None else path + "::" + unit, count, assigned)
+        (mine if shard == index else others).append(item)
+    if others:
+        items[:] = mine
+        config.hook.pytest_deselected(items=others)
+
+
 def _start():
     """What the witness takes when it is imported (pytest's start-up, before any conftest
     or test module, before capture): the identities, trace functions and import hooks
@@ -1053,6 +1118,7 @@ def _install(module_globals):
             del module_globals[name]
     module_globals["pytest_configure"] = g["pytest_configure"]
     module_globals["pytest_load_initial_conftests"] = g["pytest_load_initial_conftests"]
+    module_globals["pytest_collection_modifyitems"] = g["pytest_collection_modifyitems"]
     g["_start"]()
 
 

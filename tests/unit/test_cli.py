@@ -13,7 +13,18 @@ from gate.cli import build_parser, main
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 CLI_DOC = ROOT / "docs" / "cli.md"
-SUBCOMMANDS = ["prove", "policy", "verify", "show", "keygen", "approve", "demo", "apply", "cache"]
+SUBCOMMANDS = [
+    "prove",
+    "policy",
+    "aggregate",
+    "verify",
+    "show",
+    "keygen",
+    "approve",
+    "demo",
+    "apply",
+    "cache",
+]
 
 
 def test_top_level_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:

@@ -252,3 +252,27 @@ def test_pinning_rule_names_each_unpinned_reference() -> None:
     assert any("actions/checkout@v4" in p and "40-hex" in p for p in problems)
     assert any("setup-python" in p and "comment" in p for p in problems)
     assert any("alpine" in p and "digest" in p for p in problems)
+
+
+def _sharded_example() -> Workflow:
+    text = (Path(__file__).parents[2] / "docs" / "action.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```yaml\n(.*?)^```$", text, re.S | re.M)
+    (block,) = [b for b in blocks if "sharded" in b.splitlines()[0]]
+    return Workflow.parse("sharded.yml", block)
+
+
+# The docs example calls the action by a placeholder ref, not a pinned SHA.
+_DOC_RULES = [r for r in RULES if r is not remote_uses_pinned_by_sha]
+
+
+@pytest.mark.parametrize("rule", _DOC_RULES, ids=[r.__name__ for r in _DOC_RULES])
+def test_sharded_docs_workflow_follows_rule(rule: Rule) -> None:
+    assert rule(_sharded_example()) == []
+
+
+def test_sharded_docs_workflow_writes_the_check_run_only_in_the_aggregate() -> None:
+    jobs: dict[str, dict[str, object]] = _sharded_example().doc["jobs"]  # type: ignore[assignment]
+    writers = [j for j, job in jobs.items() if (job.get("permissions") or {}).get("checks")]
+    assert writers == ["aggregate"]
+    assert jobs["aggregate"]["needs"] == ["shard"]
+    assert "matrix" in jobs["shard"]["strategy"]

@@ -1,0 +1,350 @@
+"""SPEC §3.3: a proof split over CI jobs. Pure: the split, its digest, a shard's config.
+
+Every shard of a proof computes the same split from the same inputs: the base tree's test
+files (per check with `junit`) and, when given, recorded per-file test durations (from a
+verified receipt, `prove --balance-from`). A check is split by test file:
+
+- with durations: longest first, each file to the least-loaded shard (ties: the lowest
+  index); a file without a recorded duration counts as the mean of those recorded;
+- without: ordered by the SHA-256 of their paths and dealt round robin, so every shard
+  gets a share of about the same size;
+- a test file only in the head (or any file not listed, such as a doctest's module) goes
+  by the hash of its path (`gate.model.hashed_shard`), in every run of every shard.
+
+A check without `junit` (nothing to compare per test) or with fewer test files than
+shards is assigned whole, round robin in configuration order: it runs on one shard only.
+The split's digest covers all of it, so shards that split differently never aggregate.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gate.canonical import canonical_json
+from gate.differential.junit import TestId, TestOutcome
+from gate.errors import UsageError
+from gate.model import CheckSpec, Config, JsonDict, ShardFilter
+
+__all__ = [
+    "ShardSpec",
+    "Split",
+    "apply",
+    "compute_split",
+    "defines_tests",
+    "parse_shard",
+    "top_level_tests",
+]
+
+_SHARD = re.compile(r"([1-9][0-9]{0,3})/([1-9][0-9]{0,3})")
+MAX_SHARDS = 256
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShardSpec:
+    """`--shard I/N`: this is shard `index` (1-based) of `count`."""
+
+    index: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def parse_shard(text: str) -> ShardSpec:
+    """Raises: UsageError unless `text` is I/N with 1 <= I <= N <= 256."""
+    m = _SHARD.fullmatch(text.strip())
+    if m is None:
+        raise UsageError(f"--shard {text!r}: expected I/N, such as 2/3")
+    index, count = int(m[1]), int(m[2])
+    if not 1 <= index <= count <= MAX_SHARDS:
+        raise UsageError(f"--shard {text!r}: expected 1 <= I <= N <= {MAX_SHARDS}")
+    return ShardSpec(index=index, count=count)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckSplit:
+    name: str
+    owner: int | None  # assigned whole to this shard; None: split by file
+    assigned: tuple[tuple[str, int], ...] = ()  # file or file::Name -> shard, sorted
+    by_unit: tuple[str, ...] = ()  # files split by their top-level tests
+    balanced_by: str = "path-hash"  # or "durations"
+
+    def to_dict(self) -> JsonDict:
+        if self.owner is not None:
+            return {"name": self.name, "whole": self.owner}
+        return {
+            "name": self.name,
+            "by": self.balanced_by,
+            "files": dict(self.assigned),
+            "by_unit": list(self.by_unit),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Split:
+    count: int
+    checks: tuple[CheckSplit, ...]
+
+    def to_dict(self) -> JsonDict:
+        return {"count": self.count, "checks": [c.to_dict() for c in self.checks]}
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(canonical_json(self.to_dict())).hexdigest()
+
+    def files_of(self, check: str, index: int) -> int:
+        """How many listed test files of `check` shard `index` runs."""
+        for c in self.checks:
+            if c.name == check:
+                if c.owner is not None:
+                    return -1
+                return sum(1 for _, s in c.assigned if s == index)
+        return 0
+
+
+def _base_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def top_level_tests(source: bytes) -> tuple[str, ...] | None:
+    """The top-level tests of a Python file, as pytest collects them by default: `test*`
+    functions, `Test*` classes and `unittest.TestCase` subclasses (by the base's name).
+    () for helpers, `__init__.py` and conftests; None when the file does not parse (it
+    errors at collection in whichever shard runs it: the file goes whole)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    units: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            if node.name.startswith("test"):
+                units.append(node.name)
+        elif isinstance(node, ast.ClassDef) and (
+            node.name.startswith("Test")
+            or any(_base_name(b).endswith("TestCase") for b in node.bases)
+        ):
+            units.append(node.name)
+    return tuple(dict.fromkeys(units))
+
+
+def defines_tests(source: bytes) -> bool:
+    """Whether a Python file defines tests (see `top_level_tests`)."""
+    units = top_level_tests(source)
+    return units is None or bool(units)
+
+
+def _by_hash(files: list[str], count: int) -> dict[str, int]:
+    order = sorted(files, key=lambda f: (hashlib.sha256(f.encode()).hexdigest(), f))
+    return {f: i % count + 1 for i, f in enumerate(order)}
+
+
+def _cost(key: str, durations: Mapping[str, float]) -> float | None:
+    """Recorded seconds of a file (its own entry and its units' `file::Name` entries) or
+    of one unit."""
+    if "::" in key:
+        return durations.get(key)
+    prefix = key + "::"
+    parts = [v for k, v in durations.items() if k == key or k.startswith(prefix)]
+    return sum(parts) if parts else None
+
+
+def _by_durations(files: list[str], durations: Mapping[str, float], count: int) -> dict[str, int]:
+    recorded = {f: _cost(f, durations) for f in files}
+    known = [v for v in recorded.values() if v is not None]
+    mean = sum(known) / len(known) if known else 0.0
+    cost = {f: max(0.0, mean if v is None else v) for f, v in recorded.items()}
+    loads = [0.0] * count
+    out: dict[str, int] = {}
+    for f in sorted(files, key=lambda f: (-cost[f], f)):
+        shard = min(range(count), key=lambda i: (loads[i], i))
+        loads[shard] += cost[f]
+        out[f] = shard + 1
+    return out
+
+
+def _items(files: Mapping[str, tuple[str, ...] | None], count: int) -> tuple[list[str], list[str]]:
+    """What gets assigned: each file whole, but a file holding more than 1/count of the
+    check's top-level tests is split into its `file::Name` units (so one big file does
+    not make one shard as slow as the whole). Returns (items, files split by unit)."""
+    total = sum(len(u or ()) for u in files.values())
+    by_unit = sorted(f for f, u in files.items() if u and len(u) > 1 and len(u) * count > total)
+    items = [f for f in files if f not in by_unit]
+    items += [f"{f}::{name}" for f in by_unit for name in files[f] or ()]
+    return sorted(items), by_unit
+
+
+def compute_split(
+    checks: tuple[CheckSpec, ...],
+    test_files: Mapping[str, Mapping[str, tuple[str, ...] | None]],
+    count: int,
+    durations: Mapping[str, Mapping[str, float]] | None = None,
+) -> Split:
+    """The split of `checks` over `count` shards. `test_files[check]`: the base tree's
+    test files of that check, each with its `top_level_tests` (None: it does not parse);
+    `durations[check]`: recorded seconds per file or `file::Name`. Pure, deterministic."""
+    whole = 0
+    out: list[CheckSplit] = []
+    for spec in checks:
+        items, by_unit = _items(test_files.get(spec.name) or {}, count)
+        if spec.junit is None or len(items) < count:
+            out.append(CheckSplit(name=spec.name, owner=whole % count + 1))
+            whole += 1
+            continue
+        recorded = (durations or {}).get(spec.name) or {}
+        if any(_cost(i, recorded) is not None for i in items):
+            assigned = _by_durations(items, recorded, count)
+            by = "durations"
+        else:
+            assigned = _by_hash(items, count)
+            by = "path-hash"
+        out.append(
+            CheckSplit(
+                name=spec.name,
+                owner=None,
+                assigned=tuple(sorted(assigned.items())),
+                by_unit=tuple(by_unit),
+                balanced_by=by,
+            )
+        )
+    return Split(count=count, checks=tuple(out))
+
+
+def apply(config: Config, split: Split, shard: ShardSpec) -> Config:
+    """The configuration shard `shard` runs: the checks assigned to it whole, and every
+    split check with the filter of its share."""
+    by_name = {c.name: c for c in split.checks}
+    kept: list[CheckSpec] = []
+    for spec in config.checks:
+        c = by_name[spec.name]
+        if c.owner is not None:
+            if c.owner == shard.index:
+                kept.append(spec)
+            continue
+        kept.append(
+            dataclasses.replace(
+                spec,
+                shard=ShardFilter(
+                    index=shard.index, count=shard.count, assigned=c.assigned, by_unit=c.by_unit
+                ),
+            )
+        )
+    return dataclasses.replace(config, checks=tuple(kept))
+
+
+# -- the shard receipt's own section (SPEC §3.3) ------------------------------------------
+
+MAX_ROWS = 200_000  # per run: a JUnit report holds no more (gate.differential.junit)
+
+
+def file_durations(report: bytes, test_paths: tuple[bytes, ...]) -> dict[str, float]:
+    """Seconds per top-level test (`file::Name`) in a JUnit report (its testcases'
+    `time`), each testcase placed the way the differential places it (classname ->
+    module); `compute_split` sums them per file for files it does not divide."""
+    from gate.differential import _locate, _modules
+    from gate.differential.junit import parse_root
+
+    try:
+        root = parse_root(report)
+    except ValueError:
+        return {}
+    modules = _modules(test_paths)
+    out: dict[str, float] = {}
+    for case in root.iter("testcase"):
+        name = case.get("name", "").split("[", 1)[0]
+        where = _locate(TestId(classname=case.get("classname", ""), name=name), modules)
+        if where is None:
+            continue
+        try:
+            seconds = max(0.0, float(case.get("time", "0") or 0))
+        except ValueError:
+            continue
+        unit = where[0].decode("utf-8", "replace") + "::" + where[1].split(".", 1)[0]
+        out[unit] = round(out.get(unit, 0.0) + seconds, 3)
+    return out
+
+
+def section(
+    *,
+    shard: ShardSpec,
+    split: Split,
+    own_verdict: str,
+    image_digest: str | None,
+    checks: Mapping[str, JsonDict],
+) -> JsonDict:
+    """The predicate's `shard`: which shard this is, of which split, its own verdict over
+    its share, and per split check what the aggregate needs to judge the union."""
+    d: JsonDict = {
+        "index": shard.index,
+        "count": shard.count,
+        "split_sha256": split.sha256,
+        "split": split.to_dict(),
+        "verdict": own_verdict,
+        "image_digest": image_digest,
+        "checks": dict(checks),
+    }
+    return d
+
+
+def check_section(
+    *,
+    runs: Mapping[str, tuple[Mapping[TestId, TestOutcome] | None, str | None]],
+    fingerprints: Mapping[tuple[bytes, str], str],
+    nontest_changed: bool,
+    no_proving_decision: str,
+    durations: Mapping[str, float],
+) -> JsonDict:
+    """One split check's per-run per-test outcomes (bounded by `MAX_ROWS`), the test
+    functions' fingerprints of this shard's files, and the comparison's other inputs."""
+    outcomes: JsonDict = {}
+    problems: JsonDict = {}
+    for name, (got, problem) in runs.items():
+        if got is None:
+            outcomes[name] = None
+        else:
+            rows = sorted([t.classname, t.name, o.value] for t, o in got.items())
+            outcomes[name] = rows[:MAX_ROWS]
+        if problem:
+            problems[name] = problem
+    return {
+        "outcomes": outcomes,
+        "problems": problems,
+        "fingerprints": sorted(
+            [p.decode("utf-8", "replace"), q, s] for (p, q), s in fingerprints.items()
+        ),
+        "nontest_changed": nontest_changed,
+        "no_proving_decision": no_proving_decision,
+        "durations": dict(sorted(durations.items())),
+    }
+
+
+def recorded_durations(predicate: Mapping[str, object]) -> dict[str, dict[str, float]]:
+    """Per check, seconds per test file that a receipt records: a shard receipt's
+    `shard.checks.*.durations`, an aggregate's `checks[].durations`."""
+    out: dict[str, dict[str, float]] = {}
+
+    def take(name: object, durations: object) -> None:
+        if not isinstance(name, str) or not isinstance(durations, dict):
+            return
+        got = out.setdefault(name, {})
+        for path, seconds in durations.items():
+            if isinstance(path, str) and isinstance(seconds, int | float):
+                got[path] = got.get(path, 0.0) + float(seconds)
+
+    shard = predicate.get("shard")
+    if isinstance(shard, dict) and isinstance(shard.get("checks"), dict):
+        for name, section in shard["checks"].items():
+            if isinstance(section, dict):
+                take(name, section.get("durations"))
+    checks = predicate.get("checks")
+    for c in checks if isinstance(checks, list) else []:
+        if isinstance(c, dict):
+            take(c.get("name"), c.get("durations"))
+    return out

@@ -1,0 +1,405 @@
+"""SPEC §3.3: the split (pure), and `aggregate`'s refusals over signed shard receipts.
+
+The shard receipts here are built the way `prove --shard` writes them (a predicate with a
+`shard` section, a journal, the in-toto statement, signed); the real-Docker e2e is
+tests/integration/test_shards.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+
+from gate import receipt
+from gate.aggregate import AggregateError, aggregate
+from gate.cli import main
+from gate.errors import UsageError
+from gate.journal import Journal
+from gate.model import CheckSpec, Config, JsonDict, Limits, Phase, PolicySpec, hashed_shard
+from gate.receipt import verify
+from gate.shard import ShardSpec, apply, compute_split, defines_tests, parse_shard, top_level_tests
+from tests.assets import sample
+
+TRUSTED = sample.key("trusted")
+UNTRUSTED = sample.key("untrusted")
+HEAD = "a" * 40
+TREE = "b" * 40
+PATCH = "c" * 64
+
+
+# -- the split --------------------------------------------------------------------------
+
+
+def _spec(name: str, junit: str | None = "out/junit.xml") -> CheckSpec:
+    from gate.model import Command, DifferentialMode
+
+    return CheckSpec(
+        name=name,
+        phases=((Phase.TEST, (Command(argv=("pytest",)),)),),
+        limits=Limits(),
+        junit=junit,
+        differential=DifferentialMode.TRUSTED if junit else DifferentialMode.OFF,
+    )
+
+
+FILES = tuple(f"tests/test_{i}.py" for i in range(10))
+UNITS: dict[str, tuple[str, ...] | None] = dict.fromkeys(FILES, ("test_a",))
+
+
+def test_split_is_deterministic_and_covers_every_file_once() -> None:
+    checks = (_spec("unit"),)
+    a = compute_split(checks, {"unit": UNITS}, 3)
+    b = compute_split(checks, {"unit": dict(reversed(UNITS.items()))}, 3)
+    assert a == b
+    assert a.sha256 == b.sha256
+    (c,) = a.checks
+    assigned = dict(c.assigned)
+    assert set(assigned) == set(FILES)
+    sizes = sorted(list(assigned.values()).count(i) for i in (1, 2, 3))
+    assert sizes == [3, 3, 4]  # round robin over the hash order: balanced by count
+
+
+def test_split_by_durations_balances_the_time() -> None:
+    durations = {"unit": {f: float(i + 1) for i, f in enumerate(FILES)}}  # 1..10 s, 55 s
+    split = compute_split((_spec("unit"),), {"unit": UNITS}, 3, durations)
+    (c,) = split.checks
+    assert c.balanced_by == "durations"
+    load = dict.fromkeys((1, 2, 3), 0.0)
+    for f, s in c.assigned:
+        load[s] += durations["unit"][f]
+    assert max(load.values()) <= 19.0  # 55/3 = 18.3: longest first to the least loaded
+    assert split.sha256 != compute_split((_spec("unit"),), {"unit": UNITS}, 3).sha256
+
+
+def test_checks_without_junit_or_with_too_few_files_go_whole() -> None:
+    checks = (_spec("lint", junit=None), _spec("unit"), _spec("tiny"))
+    split = compute_split(checks, {"unit": UNITS, "tiny": {"tests/test_a.py": ("test_x",)}}, 3)
+    owners = {c.name: c.owner for c in split.checks}
+    assert owners == {"lint": 1, "unit": None, "tiny": 2}
+    config = Config(version=1, image="img", checks=checks, policy=PolicySpec())
+    two = apply(config, split, ShardSpec(index=2, count=3))
+    assert [c.name for c in two.checks] == ["unit", "tiny"]
+    assert two.checks[0].shard is not None
+    assert two.checks[1].shard is None
+    three = apply(config, split, ShardSpec(index=3, count=3))
+    assert [c.name for c in three.checks] == ["unit"]
+
+
+def test_a_file_the_split_does_not_list_goes_by_its_path_hash() -> None:
+    split = compute_split((_spec("unit"),), {"unit": UNITS}, 3)
+    config = Config(version=1, image="img", checks=(_spec("unit"),), policy=PolicySpec())
+    shards = [apply(config, split, ShardSpec(index=i, count=3)).checks[0].shard for i in (1, 2, 3)]
+    new = "tests/test_only_in_head.py"
+    owners = [f for f in shards if f is not None and f.shard_of(new) == f.index]
+    assert len(owners) == 1
+    assert owners[0].index == hashed_shard(new, 3)
+
+
+def test_only_files_that_define_tests_are_split() -> None:
+    assert defines_tests(b"def test_x():\n    pass\n")
+    assert defines_tests(b"class TestX:\n    pass\n")
+    assert defines_tests(b"import unittest\nclass Chunked(unittest.TestCase):\n    pass\n")
+    assert not defines_tests(b"import os\n\ndef helper():\n    pass\n")
+    assert top_level_tests(b"class A(TestCase): pass\ndef test_b(): pass\ndef c(): pass\n") == (
+        "A",
+        "test_b",
+    )
+
+
+def test_a_file_with_most_of_the_suite_is_split_by_its_top_level_tests() -> None:
+    big = tuple(f"Test{i}" for i in range(12))
+    files: dict[str, tuple[str, ...] | None] = {"tests/test_big.py": big, "tests/test_s.py": ("t",)}
+    split = compute_split((_spec("unit"),), {"unit": files}, 3)
+    (c,) = split.checks
+    assert c.by_unit == ("tests/test_big.py",)
+    assigned = dict(c.assigned)
+    assert assigned["tests/test_s.py"] in (1, 2, 3)
+    big_shards = [assigned[f"tests/test_big.py::{n}"] for n in big]
+    assert sorted(big_shards.count(i) for i in (1, 2, 3)) in ([4, 4, 4], [4, 4, 5], [3, 4, 4])
+    config = Config(version=1, image="img", checks=(_spec("unit"),), policy=PolicySpec())
+    one = apply(config, split, ShardSpec(index=1, count=3)).checks[0].shard
+    assert one is not None
+    assert one.shard_of("tests/test_big.py", "Test0") == assigned["tests/test_big.py::Test0"]
+    # a class only in the head, in a divided file: by the hash of its key
+    assert one.shard_of("tests/test_big.py", "TestNew") == hashed_shard(
+        "tests/test_big.py::TestNew", 3
+    )
+
+
+@pytest.mark.parametrize("text", ["0/3", "4/3", "1", "a/b", "1/0", "1/999999"])
+def test_bad_shard_is_a_usage_error(text: str) -> None:
+    with pytest.raises(UsageError):
+        parse_shard(text)
+
+
+def test_the_plugin_places_a_file_where_the_model_does() -> None:
+    """The witness plugin computes the same path hash as gate.model (it cannot import
+    proofgate inside the clean room)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "proofgate_witness_copy", Path("gate/sandbox/witness_plugin.py")
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    for path in ("a.py", "tests/x/test_y.py", "ü.py"):
+        for n in (2, 3, 7):
+            assert plugin._shard_of(path, n, {}) == hashed_shard(path, n)
+
+
+# -- aggregate ------------------------------------------------------------------------------
+
+ROWS = {
+    1: [["tests.test_a", "test_1", "pass"], ["tests.test_a", "test_2", "pass"]],
+    2: [["tests.test_b", "test_1", "pass"]],
+}
+
+
+def _predicate(index: int, count: int = 2) -> JsonDict:
+    rows = ROWS.get(index, [])
+    journal = Journal(clock=lambda: 0.0)
+    journal.append("run-started")
+    return {
+        "verdict": "INCONCLUSIVE",
+        "reasons": [{"code": "shard-partial", "message": "shard only"}],
+        "repository": "owner/name",
+        "trigger": {"kind": "pull_request", "base_ref": "refs/heads/main", "pull_request": 7},
+        "base": {"commit": "d" * 40, "tree": "e" * 40},
+        "merge_base": "d" * 40,
+        "head": {"commit": HEAD, "tree": TREE},
+        "proven_tree": TREE,
+        "patch": {"sha256": PATCH, "bytes": 10, "files": 1},
+        "inventory": [{"path": "calc.py", "status": "modified"}],
+        "coverage": {"complete": True, "notes": []},
+        "config": {"source": "base-tree", "path": ".github/proofgate.yml", "blob": "f" * 40},
+        "policy": {"fingerprint": "9" * 64, "decision": "ALLOW", "findings": []},
+        "checks": [
+            {
+                "name": "unit",
+                "image": "img",
+                "image_digest": "sha256:" + "1" * 64,
+                "started": True,
+                "phases": [],
+                "junit": {"tests": len(rows), "failures": 0, "errors": 0, "skipped": 0},
+                "tests": {"differential": "trusted", "ran": True},
+            }
+        ],
+        "journal": journal.to_dict(),
+        "tool": {"name": "proofgate", "version": "0"},
+        "started_at": "2026-01-01T00:00:00Z",
+        "finished_at": "2026-01-01T00:00:01Z",
+        "shard": {
+            "index": index,
+            "count": count,
+            "split_sha256": "5" * 64,
+            "split": {"count": count, "checks": [{"name": "unit", "by": "path-hash", "files": {}}]},
+            "verdict": "PROVEN",
+            "image_digest": "sha256:" + "1" * 64,
+            "checks": {
+                "unit": {
+                    "outcomes": {"head": rows, "base": rows, "trusted": rows},
+                    "problems": {},
+                    "fingerprints": [],
+                    "nontest_changed": False,
+                    "no_proving_decision": "ALLOW",
+                    "durations": {},
+                }
+            },
+        },
+    }
+
+
+def _sign(predicate: JsonDict, key: object = TRUSTED) -> bytes:
+    statement = receipt.build_statement(
+        predicate,
+        patch_sha256=predicate["patch"]["sha256"],  # type: ignore[index]
+        head_commit=predicate["head"]["commit"],  # type: ignore[index]
+        proven_tree=predicate["proven_tree"],  # type: ignore[arg-type]
+    )
+    return receipt.sign(receipt.serialize(statement), key)  # type: ignore[arg-type]
+
+
+def _aggregate(*predicates: JsonDict) -> tuple[str, list[JsonDict]]:
+    run = aggregate(
+        [_sign(p) for p in predicates],
+        [TRUSTED.public_key()],
+        signing_key=TRUSTED,
+        clock=time.time,
+    )
+    reasons = run.predicate["reasons"]
+    assert isinstance(reasons, list)
+    return run.verdict.value, reasons
+
+
+def test_a_complete_agreeing_set_is_proven_and_verifies_as_one_receipt() -> None:
+    run = aggregate(
+        [_sign(_predicate(2)), _sign(_predicate(1))],
+        [TRUSTED.public_key()],
+        signing_key=TRUSTED,
+        clock=time.time,
+    )
+    assert run.verdict.value == "PROVEN", run.reasons
+    assert run.predicate["checks"][0]["tests"]["runs"]["base"]["pass"] == 3  # type: ignore[index]
+    verified = verify(run.envelope, receipt.expectations([TRUSTED.public_key()]))
+    assert verified.verdict.value == "PROVEN"
+    listed = run.predicate["aggregate"]["shards"]  # type: ignore[index]
+    assert [s["index"] for s in listed] == [1, 2]
+
+
+DISAGREEMENTS = [
+    ("base", ("base", "commit"), "0" * 40),
+    ("head", ("head", "tree"), "0" * 40),
+    ("patch digest", ("patch", "sha256"), "0" * 64),
+    ("proven tree", ("proven_tree",), "0" * 40),
+    ("config digest", ("config", "blob"), "0" * 40),
+    ("policy fingerprint", ("policy", "fingerprint"), "0" * 64),
+    ("image digest", ("shard", "image_digest"), "sha256:" + "0" * 64),
+    ("split digest", ("shard", "split_sha256"), "0" * 64),
+    ("repository", ("repository",), "other/repo"),
+    ("trigger", ("trigger", "base_ref"), "refs/heads/lax"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "path", "value"), DISAGREEMENTS, ids=[d[0] for d in DISAGREEMENTS]
+)
+def test_shards_that_disagree_are_refused_naming_the_field(
+    name: str, path: tuple[str, ...], value: str
+) -> None:
+    other = _predicate(2)
+    target = other
+    for p in path[:-1]:
+        target = target[p]  # type: ignore[assignment]
+    target[path[-1]] = value
+    verdict, reasons = _aggregate(_predicate(1), other)
+    assert verdict == "INCONCLUSIVE"
+    assert [r["code"] for r in reasons] == ["shards-disagree"]
+    assert f"the shards disagree on the {name}" in str(reasons[0]["message"])
+
+
+def test_a_missing_shard_is_refused() -> None:
+    verdict, reasons = _aggregate(_predicate(1))
+    assert verdict == "INCONCLUSIVE"
+    assert [r["code"] for r in reasons] == ["shards-incomplete"]
+    assert "shard(s) 2 of 2 missing" in str(reasons[0]["message"])
+
+
+def test_a_repeated_shard_is_refused() -> None:
+    verdict, reasons = _aggregate(_predicate(1), _predicate(1))
+    assert verdict == "INCONCLUSIVE"
+    messages = [str(r["message"]) for r in reasons]
+    assert "shard 1 of 2 is given 2 times" in messages
+    assert any("2 of 2 missing" in m for m in messages)
+
+
+def test_a_shard_signed_by_an_untrusted_key_is_refused() -> None:
+    run = aggregate(
+        [_sign(_predicate(1)), _sign(_predicate(2), UNTRUSTED)],
+        [TRUSTED.public_key()],
+        signing_key=None,
+        clock=time.time,
+    )
+    assert run.verdict.value == "INCONCLUSIVE"
+    assert any("does not verify" in r.message for r in run.reasons)
+
+
+def test_no_verifiable_receipt_is_an_error() -> None:
+    with pytest.raises(AggregateError):
+        aggregate(
+            [_sign(_predicate(1), UNTRUSTED)],
+            [TRUSTED.public_key()],
+            signing_key=None,
+            clock=time.time,
+        )
+
+
+def test_a_whole_proof_is_not_a_shard() -> None:
+    whole = _predicate(2)
+    del whole["shard"]
+    verdict, reasons = _aggregate(_predicate(1), whole)
+    assert verdict == "INCONCLUSIVE"
+    assert any("is not a shard receipt" in str(r["message"]) for r in reasons)
+
+
+def test_the_union_judges_a_test_lost_in_one_shard_and_regressed() -> None:
+    one, two = _predicate(1), _predicate(2)
+    section = two["shard"]["checks"]["unit"]  # type: ignore[index]
+    section["outcomes"]["trusted"] = [["tests.test_b", "test_1", "fail"]]
+    section["outcomes"]["head"] = []
+    verdict, reasons = _aggregate(one, two)
+    assert verdict == "FAILED"
+    assert {r["code"] for r in reasons} == {"regression", "tests-lost"}
+
+
+def test_a_test_moved_into_another_shards_file_survives() -> None:
+    one, two = _predicate(1), _predicate(2)
+    # shard 2's test moved, in the head, into a file that shard 1 runs
+    two["shard"]["checks"]["unit"]["outcomes"]["head"] = []  # type: ignore[index]
+    one["shard"]["checks"]["unit"]["outcomes"]["head"] = [  # type: ignore[index]
+        *ROWS[1],
+        ["tests.test_c", "test_1", "pass"],
+    ]
+    verdict, reasons = _aggregate(one, two)
+    assert verdict == "PROVEN", reasons
+
+
+def test_a_shards_own_failure_carries_over() -> None:
+    two = _predicate(2)
+    two["reasons"] = [
+        {"code": "check-failed", "message": "test: `pytest` exited 1", "check": "unit"},
+        *two["reasons"],  # type: ignore[misc]
+    ]
+    verdict, reasons = _aggregate(_predicate(1), two)
+    assert verdict == "FAILED"
+    assert [r["code"] for r in reasons] == ["check-failed"]
+
+
+# -- a shard receipt is never a whole proof ---------------------------------------------
+
+
+def test_verify_refuses_a_shard_receipt_even_when_its_verdict_would_pass(tmp_path: Path) -> None:
+    forged = copy.deepcopy(_predicate(1))
+    forged["verdict"] = "PROVEN"  # even signed PROVEN, a shard is not a proof
+    forged["reasons"] = []
+    path = tmp_path / "receipt.json"
+    path.write_bytes(_sign(forged))
+    pub = tmp_path / "k.pub"
+    pub.write_bytes(receipt.public_pem(TRUSTED.public_key()))
+    assert main(["verify", str(path), "--key", str(pub)]) == 1
+    assert main(["verify", str(path), "--key", str(pub), "--require", "PROVEN"]) == 1
+    with pytest.raises(receipt.VerificationError) as e:
+        verify(path.read_bytes(), receipt.expectations([TRUSTED.public_key()]))
+    assert e.value.field == "shard"
+
+
+def test_aggregate_cli_writes_one_receipt(tmp_path: Path) -> None:
+    paths = []
+    for i in (1, 2):
+        p = tmp_path / f"s{i}.json"
+        p.write_bytes(_sign(_predicate(i)))
+        paths.append(str(p))
+    pub, key = tmp_path / "k.pub", tmp_path / "k.key"
+    pub.write_bytes(receipt.public_pem(TRUSTED.public_key()))
+    key.write_bytes(
+        TRUSTED.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    out = tmp_path / "agg"
+    assert (
+        main(["aggregate", *paths, "--key", str(pub), "--signing-key", str(key), "--out", str(out)])
+        == 0
+    )
+    assert (
+        main(["verify", str(out / "receipt.json"), "--key", str(pub), "--require", "PROVEN"]) == 0
+    )
+    # one shard alone: refused, exit 13 (INCONCLUSIVE)
+    assert main(["aggregate", paths[0], "--key", str(pub), "--out", str(tmp_path / "one")]) == 13
