@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from gate import render
 from gate.errors import GateError, UsageError
@@ -54,7 +54,7 @@ from gate.github.workflow import (
     report_to_job,
     set_outputs,
 )
-from gate.model import Verdict
+from gate.model import JsonDict, Verdict
 from gate.receipt.predicate import Builder
 from gate.receipt.verify import branch_ref
 
@@ -196,6 +196,60 @@ def _out_dir(inputs: ActionInputs) -> Path:
     return path
 
 
+class _Signed(Protocol):
+    """What a check run shows of a proof or an aggregate: its verdict and receipt."""
+
+    @property
+    def verdict(self) -> Verdict: ...
+    @property
+    def predicate(self) -> JsonDict: ...
+    @property
+    def envelope(self) -> bytes: ...
+    @property
+    def signed(self) -> bool: ...
+
+
+def _complete_with_receipt(
+    api: ChecksAPI,
+    inputs: ActionInputs,
+    run_id: int,
+    run: _Signed,
+    opening: str,
+    shown: str,
+    digest: str,
+    actions: tuple[CheckAction, ...] = (),
+) -> None:
+    """Complete the check run with the receipt (within GitHub's limits) and set the
+    step's outputs."""
+    where = (
+        f"Download it from the workflow run ({inputs.run_url}): `{shown}`."
+        if inputs.run_url
+        else f"It was written to `{shown}`."
+    )
+    text = (
+        embed_envelope(run.envelope, limit=OUTPUT_LIMIT_BYTES, elsewhere=where)
+        if run.signed
+        else UNSIGNED_WARNING + "\n"
+    )
+    api.complete_check(
+        run_id,
+        verdict=run.verdict,
+        title=render.title(run.predicate),
+        summary=opening
+        + render.to_markdown(
+            run.predicate,
+            max_bytes=OUTPUT_LIMIT_BYTES - len(opening.encode()) - 64,
+            signed=run.signed,
+            truncation_note=f"\n\n---\n**Cut to fit GitHub's 65,535-byte limit.** {where}\n",
+        ),
+        text=text,
+        annotations=annotations_from(run.predicate),
+        actions=actions,
+        details_url=inputs.run_url,
+    )
+    _set_outputs(inputs, {"verdict": run.verdict.value, "receipt": shown, "receipt-sha256": digest})
+
+
 def _shown_path(inputs: ActionInputs, path: Path) -> str:
     """Relative to the workspace when inside it: the host sees the workspace elsewhere."""
     try:
@@ -303,16 +357,6 @@ def run_prove(
         raise
     receipt_path, digest = write_receipt(inputs, run)
     shown = _shown_path(inputs, receipt_path)
-    where = (
-        f"Download it from the workflow run ({inputs.run_url}): `{shown}`."
-        if inputs.run_url
-        else f"It was written to `{shown}`."
-    )
-    text = (
-        embed_envelope(run.envelope, limit=OUTPUT_LIMIT_BYTES, elsewhere=where)
-        if run.signed
-        else UNSIGNED_WARNING + "\n"
-    )
     button = inputs.offer_approve and target.pr is not None
     opening = (
         trigger_note(target)
@@ -326,23 +370,7 @@ def run_prove(
                 label="Approve", description="Approve this exact patch", identifier=APPROVE_ACTION
             ),
         )
-    api.complete_check(
-        run_id,
-        verdict=run.verdict,
-        title=render.title(run.predicate),
-        summary=opening
-        + render.to_markdown(
-            run.predicate,
-            max_bytes=OUTPUT_LIMIT_BYTES - len(opening.encode()) - 64,
-            signed=run.signed,
-            truncation_note=f"\n\n---\n**Cut to fit GitHub's 65,535-byte limit.** {where}\n",
-        ),
-        text=text,
-        annotations=annotations_from(run.predicate),
-        actions=actions,
-        details_url=inputs.run_url,
-    )
-    _set_outputs(inputs, {"verdict": run.verdict.value, "receipt": shown, "receipt-sha256": digest})
+    _complete_with_receipt(api, inputs, run_id, run, opening, shown, digest, actions)
     report_to_job(
         inputs.summary_file,
         opening + run.markdown,
@@ -481,33 +509,8 @@ def run_aggregate(
         (out / PATCH_DIFF).write_bytes(patch)
     digest = hashlib.sha256(run.envelope).hexdigest()
     shown = _shown_path(inputs, out / "receipt.json")
-    where = (
-        f"Download it from the workflow run ({inputs.run_url}): `{shown}`."
-        if inputs.run_url
-        else f"It was written to `{shown}`."
-    )
-    text = (
-        embed_envelope(run.envelope, limit=OUTPUT_LIMIT_BYTES, elsewhere=where)
-        if run.signed
-        else UNSIGNED_WARNING + "\n"
-    )
     opening = trigger_note(target) + image_note(run.predicate)
-    api.complete_check(
-        run_id,
-        verdict=run.verdict,
-        title=render.title(run.predicate),
-        summary=opening
-        + render.to_markdown(
-            run.predicate,
-            max_bytes=OUTPUT_LIMIT_BYTES - len(opening.encode()) - 64,
-            signed=run.signed,
-            truncation_note=f"\n\n---\n**Cut to fit GitHub's 65,535-byte limit.** {where}\n",
-        ),
-        text=text,
-        annotations=annotations_from(run.predicate),
-        details_url=inputs.run_url,
-    )
-    _set_outputs(inputs, {"verdict": run.verdict.value, "receipt": shown, "receipt-sha256": digest})
+    _complete_with_receipt(api, inputs, run_id, run, opening, shown, digest)
     report_to_job(
         inputs.summary_file,
         opening + run.markdown,
