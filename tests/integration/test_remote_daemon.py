@@ -55,7 +55,9 @@ def second_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     )
     log = (root / "dockerd.log").open("wb")
     proc = subprocess.Popen(  # noqa: S603 - fixed argv
-        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],  # noqa: S607
+        # its own network namespace too: a dockerd with --bridge=none in the host's removes
+        # the host daemon's docker0 bridge (as tests/integration/test_faults.py says)
+        ["unshare", "--net", "--mount", "--propagation", "private", "sh", "-c", script],  # noqa: S607
         stdout=log,
         stderr=subprocess.STDOUT,
     )
