@@ -319,15 +319,7 @@ def run_prove(
     try:
         with tempfile.TemporaryDirectory(prefix="proofgate-objects-") as tmp:
             private = Path(tmp) / "repo.git"
-            base, head = fetch_private(
-                inputs.origin_url or f"{inputs.server_url.rstrip('/')}/{inputs.repository}.git",
-                private,
-                token=inputs.token,
-                head_ref=target.head_ref,
-                head_sha=target.head_sha,
-                base_ref=target.base_ref,
-                base_sha=target.base_sha,
-            )
+            base, head = _fetch(inputs, target, private)
             request = ProveRequest(
                 base=base,
                 head=head,

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 
 from gate.policy.context import Context, RawFinding, as_text, basename, text_diffs
 from gate.policy.paths import is_test_path
+from gate.policy.skips import parse_source
 
 __all__ = ["HarnessSite", "check_harness_tampering", "harness_sites", "new_harness_sites"]
 
-MAX_PARSE_BYTES = 1 << 20
 
 # Harness packages: replacing anything of theirs, or reading their private parts, is a
 # site. pytest's and pluggy's public API (`pytest.fixture`, `pluggy.HookimplMarker`) and
@@ -435,18 +435,9 @@ def _who_runs(node: ast.Compare | ast.Subscript | ast.Call, r: _Reader) -> str |
     return None
 
 
-def _parse(source: bytes) -> ast.Module | None:
-    if len(source) > MAX_PARSE_BYTES:
-        return None
-    try:
-        return ast.parse(source)
-    except (SyntaxError, ValueError):
-        return None
-
-
 def harness_sites(source: bytes) -> list[HarnessSite] | None:
     """Every harness site of a Python source; None when it cannot be parsed."""
-    tree = _parse(source)
+    tree = parse_source(source)
     return None if tree is None else sorted(set(_sites(tree)))
 
 

@@ -17,7 +17,14 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["MAX_PARSE_BYTES", "SkipSite", "new_skips", "skip_sites", "defined_names"]
+__all__ = [
+    "MAX_PARSE_BYTES",
+    "SkipSite",
+    "defined_names",
+    "new_skips",
+    "parse_source",
+    "skip_sites",
+]
 
 MAX_PARSE_BYTES = 1 << 20  # larger files fall back to the line patterns
 
@@ -185,7 +192,8 @@ def _sites(tree: ast.Module) -> Iterator[SkipSite]:
     yield from visit(tree.body, "")
 
 
-def _parse(source: bytes) -> ast.Module | None:
+def parse_source(source: bytes) -> ast.Module | None:
+    """The module, or None when it does not parse or is over MAX_PARSE_BYTES."""
     if len(source) > MAX_PARSE_BYTES:
         return None
     try:
@@ -196,13 +204,13 @@ def _parse(source: bytes) -> ast.Module | None:
 
 def skip_sites(source: bytes) -> list[SkipSite] | None:
     """Every skip site of a Python source; None when it cannot be parsed (or is too big)."""
-    tree = _parse(source)
+    tree = parse_source(source)
     return None if tree is None else sorted(set(_sites(tree)))
 
 
 def defined_names(source: bytes) -> set[str] | None:
     """Qualified names of the functions and classes a source defines (tests among them)."""
-    tree = _parse(source)
+    tree = parse_source(source)
     if tree is None:
         return None
     out: set[str] = set()
