@@ -37,7 +37,7 @@ COPY pyproject.toml /opt/proofgate-src/
 COPY gate /opt/proofgate-src/gate
 RUN /opt/proofgate/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))' \
       | xargs -I{} sh -c 'echo /opt/proofgate-src > {}/proofgate.pth' \
-    && /opt/proofgate/bin/python -c 'import gate.action, gate.prove, pygit2, docker, github' \
+    && /opt/proofgate/bin/python -c 'import gate.faces.action, gate.proof.prove, pygit2, docker, github' \
     && /opt/proofgate/bin/python -m compileall -q /opt/proofgate-src/gate
 # (every module's bytecode, also of those imported only when a check runs: the Action
 # runs with PYTHONDONTWRITEBYTECODE, so what is not compiled here is compiled every run)
@@ -45,4 +45,4 @@ RUN /opt/proofgate/bin/python -c 'import sysconfig; print(sysconfig.get_path("pu
 ENV PATH=/opt/proofgate/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
-ENTRYPOINT ["python", "-m", "gate.action"]
+ENTRYPOINT ["python", "-m", "gate.faces.action"]

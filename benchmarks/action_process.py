@@ -4,7 +4,7 @@
         [--record FILE]
 
 The Action is a container action: the runner does `docker run` of its image (entry point
-`python -m gate.action`, action.yml) with the Docker socket, the workspace, the event and
+`python -m gate.faces.action`, action.yml) with the Docker socket, the workspace, the event and
 the file-command files mounted. This does the same, with the harness of
 tests/integration/test_action_e2e.py: the GitHub stand-in (tests/github_standin/) answers
 the API on 127.0.0.1, and a local bare "origin" holds the base branch and the pull

@@ -5,7 +5,7 @@
 
 Builds a git repository holding the project of benchmarks/overhead.py (a pytest suite
 burning about `--suite-seconds` of CPU) with a pull-request branch that changes a source
-file, and proves it through `gate.prove.prove` with an operator `--config` file, three
+file, and proves it through `gate.proof.prove.prove` with an operator `--config` file, three
 ways, median of `--runs` each, in one run (the machine is noisy: only ratios mean much):
 
 a. `differential: off` (the head run only);
@@ -33,7 +33,7 @@ import pygit2
 from benchmarks.overhead import project_files
 from gate.git.repo import GitRepository
 from gate.model import Verdict
-from gate.prove import ProveRequest, prove
+from gate.proof.prove import ProveRequest, prove
 from gate.sandbox.docker import DockerSandbox
 
 IMAGE = "proofgate/cleanroom:latest"

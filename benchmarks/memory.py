@@ -28,7 +28,8 @@ IMAGE = "proofgate/cleanroom:latest"
 
 _PRELUDE = """
 import resource, sys
-import gate.prove, gate.sandbox.docker, gate.verdict, gate.differential.junit, gate.policy_run
+import gate.proof.prove, gate.sandbox.docker, gate.proof.verdict
+import gate.differential.junit, gate.proof.policy_run
 def peak():
     print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, flush=True)
 """
@@ -39,10 +40,10 @@ _CHECK = (
     _PRELUDE
     + """
 import io, tarfile
-from gate.journal import Journal
+from gate.proof.journal import Journal
 from gate.model import CheckSpec, Command, Limits, Phase
 from gate.sandbox.docker import DockerSandbox
-from gate.verdict import parse_junit
+from gate.proof.verdict import parse_junit
 from gate.differential.junit import parse_outcomes
 
 def tree():
@@ -85,7 +86,7 @@ with open("reports/junit.xml", "w") as f:
 _POLICY = (
     _PRELUDE
     + """
-from gate import cli
+from gate.faces import cli
 argv = ["policy", "--repo", REPO, "--base", "main", "--head", "pr", "--config", CONFIG]
 code = cli.main([*argv, "--json"])
 assert code in (0, 11, 12, 13), code

@@ -31,8 +31,8 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 
-from gate.journal import Journal
 from gate.model import CheckSpec, Command, Limits, Phase
+from gate.proof.journal import Journal
 from gate.sandbox.docker import DockerSandbox
 
 IMAGE = "proofgate/cleanroom:latest"

@@ -31,7 +31,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from gate.policy import TagAnswer
-from gate.policy_run import TagLookupError
+from gate.proof.policy_run import TagLookupError
 
 __all__ = ["FixturePins", "build", "main"]
 

@@ -30,7 +30,7 @@ import pygit2
 
 from benchmarks.overhead import project_files
 from gate.git.repo import GitRepository
-from gate.prove import ProveRequest, prove
+from gate.proof.prove import ProveRequest, prove
 from gate.sandbox.docker import DockerSandbox
 
 IMAGE = "proofgate/cleanroom:latest"

@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from gate.git.repo import GitRepository
-from gate.prove import ProveRequest, prove
+from gate.proof.prove import ProveRequest, prove
 from gate.sandbox.docker import DockerSandbox
 
 DEFAULT_IMAGE = "proofgate/cleanroom:latest"

@@ -3,7 +3,7 @@
 Each commit of each repository's first-parent history (merges included, judged against
 their first parent, as their pull requests were) is judged through the product's own
 path: `GitRepository.capture` (patch, inventory, re-application in a private object
-store) and `gate.policy_run.judge_policy` (the proven tree's files, bounded as in a
+store) and `gate.proof.policy_run.judge_policy` (the proven tree's files, bounded as in a
 proof), with the policy `prove` applies: the base's `.github/proofgate.yml` policy when
 it has one, else the default policy of a trivial config (`TRIVIAL_CONFIG`: SPEC §2's
 example check, `pip install -e .[test]` then `python -m pytest -q`).
@@ -35,7 +35,7 @@ from benchmarks.pintags import FixturePins
 from gate.config import DEFAULT_CONFIG_PATH, load_config
 from gate.git.repo import GitRepository
 from gate.model import Decision, PolicySpec
-from gate.policy_run import TagOracle, judge_policy
+from gate.proof.policy_run import TagOracle, judge_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PINS = ROOT / "benchmarks" / "fixtures" / "pin-tags.json"

@@ -25,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 
 from gate.git.repo import GitRepository
-from gate.prove import ProveRequest, prove
+from gate.proof.prove import ProveRequest, prove
 from gate.sandbox.docker import DockerSandbox
 
 IMAGE = "proofgate/cleanroom:latest"

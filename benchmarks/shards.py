@@ -34,11 +34,11 @@ import time
 from pathlib import Path
 
 from gate import receipt
-from gate.aggregate import AggregateRun, aggregate
 from gate.git.repo import GitRepository
-from gate.prove import ProofRun, ProveRequest, prove
+from gate.proof.aggregate import AggregateRun, aggregate
+from gate.proof.prove import ProofRun, ProveRequest, prove
+from gate.proof.shard import ShardSpec, recorded_durations
 from gate.sandbox.docker import DockerSandbox
-from gate.shard import ShardSpec, recorded_durations
 
 DEFAULT_IMAGE = "proofgate/cleanroom:latest"
 DEFAULT_TEST = (

@@ -25,7 +25,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from gate.sandbox.witness import plugin_tar
+from gate.witness.host import plugin_tar
 
 IMAGE = "proofgate/cleanroom:latest"
 
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         plugin_dir(root / "new", None)
         if args.previous:
             old = subprocess.run(
-                ["git", "show", f"{args.previous}:gate/sandbox/witness_plugin.py"],
+                ["git", "show", f"{args.previous}:gate/witness/plugin.py"],
                 check=True,
                 capture_output=True,
             ).stdout

@@ -2,8 +2,8 @@
 
 import sys
 
-from gate.cli import main
-from gate.signals import sigterm_raises_interrupt
+from gate.faces.cli import main
+from gate.util.signals import sigterm_raises_interrupt
 
 sigterm_raises_interrupt()
 sys.exit(main())

@@ -38,7 +38,7 @@ from gate.policy.paths import glob_problem
 if TYPE_CHECKING:
     import yaml
 
-    from gate.jsonschema_fast import Draft202012Validator, ValidationError
+    from gate.util.jsonschema_fast import Draft202012Validator, ValidationError
 
 DEFAULT_CONFIG_PATH = ".github/proofgate.yml"
 DEFAULT_IMAGE = "python:3.12-slim"
@@ -65,7 +65,7 @@ def schema_digest() -> str:
 @cache
 def _validator() -> Draft202012Validator:
     # Imported here: a proof without a configuration never pays for jsonschema.
-    from gate.jsonschema_fast import Draft202012Validator
+    from gate.util.jsonschema_fast import Draft202012Validator
 
     return Draft202012Validator(schema())
 

@@ -389,7 +389,7 @@ class ShardFilter:
     `by_unit` (one that holds a large part of the suite), each of its top-level test
     classes and functions as `path::Name`; anything not listed (a file or unit only in
     the head, a doctest's module) goes by the hash of its key (`shard_of`). The witness
-    plugin applies the same rule inside pytest (gate/sandbox/witness_plugin.py).
+    plugin applies the same rule inside pytest (gate/witness/plugin.py).
     """
 
     index: int
@@ -571,7 +571,7 @@ class ImageRef:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WitnessSession:
-    """One pytest session as proofgate's witness plugin saw it (gate/sandbox/witness.py)."""
+    """One pytest session as proofgate's witness plugin saw it (gate/witness/host.py)."""
 
     exitstatus: int
     junit_path: str | None

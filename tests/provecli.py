@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pygit2
 
-from gate.cli import main
+from gate.faces.cli import main
 from tests.gitutil import commit, make_repo, repo_dir
 
 IMAGE = "proofgate/cleanroom:latest"

@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from gate.journal import Journal
 from gate.model import (
     CheckResult,
     CheckSpec,
@@ -33,6 +32,7 @@ from gate.model import (
     PhaseResult,
     Sha256,
 )
+from gate.proof.journal import Journal
 from gate.sandbox.interface import ImageError, SandboxError
 
 IMAGE_ID = "sha256:" + "5" * 64
@@ -190,7 +190,7 @@ class SandboxStandIn:
 
 @dataclass
 class StandInFactory:
-    """The sandbox factory `gate.prove.prove` takes (called with the proof id); counts
+    """The sandbox factory `gate.proof.prove.prove` takes (called with the proof id); counts
     its calls and keeps the proof ids it was given."""
 
     sandbox: SandboxStandIn = field(default_factory=SandboxStandIn)

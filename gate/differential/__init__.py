@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from gate.differential.junit import TestId, TestOutcome, counts
-from gate.journal import canonical_json
 from gate.model import (
     CheckSpec,
     Decision,
@@ -41,6 +40,7 @@ from gate.model import (
     ReasonCode,
 )
 from gate.policy.paths import DEFAULT_TESTS, glob_match, selects_tests
+from gate.proof.journal import canonical_json
 
 __all__ = [
     "DEFAULT_TESTS",
@@ -84,7 +84,7 @@ class Run:
     outcomes: Mapping[TestId, TestOutcome] | None
     problem: str | None = None  # why `outcomes` is None (or a non-fatal remark)
     cached: bool = False
-    witnessed: bool = False  # pytest ran under proofgate's witness (gate/differential/witness.py)
+    witnessed: bool = False  # pytest ran under proofgate's witness (gate/witness/judge.py)
     tamper: tuple[tuple[str, str], ...] = ()  # the witness's findings (kind, detail)
     conftests: tuple[tuple[str, str | None], ...] = ()  # what pytest loaded (path, blob)
     # what setup and build changed outside /workspace (gate/differential/environment.py)
@@ -377,7 +377,7 @@ def compare(
     `scoped` (SPEC §3.3, one shard's share): the runs hold only this shard's tests, so a
     base test missing from the head may live on in another shard's file, and a proving
     test may be another shard's. Lost tests and `no-proving-test` are listed but not
-    judged here; `gate.aggregate` judges them over the union of the shards.
+    judged here; `gate.proof.aggregate` judges them over the union of the shards.
 
     The base run must have outcomes (else call `not_run`); a head, trusted or proving run
     without outcomes counts as every test absent from it, and says why.

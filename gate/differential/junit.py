@@ -3,7 +3,7 @@
 A test's identity is its `classname` + `name` exactly as the report gives them, so a
 parametrized case (`test_add[1-2]`) is its own test. The report is untrusted input:
 it is parsed once by `parse_root`, which refuses DTDs and entities and bounds the
-size, and `gate.verdict.parse_junit` counts through the same function.
+size, and `gate.proof.verdict.parse_junit` counts through the same function.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ sandbox sets up and the differential's judgement reads (SPEC §3.2).
 
 `/workspace` holds the tree. `/opt/proofgate` is proofgate's own volume of the check,
 owned by `PROTECTED_UID`: the witness plugin in `witness/` and the bytecode prefix in
-`pycache/` (gate/sandbox/witness.py says who may write what), and, for a differential's
+`pycache/` (gate/witness/host.py says who may write what), and, for a differential's
 runs, the base's pytest configuration in `config/` (gate/differential/pytestconfig.py).
 """
 

@@ -7,7 +7,7 @@ plugin of its own that loads before the witness and turns failures into passes) 
 `pythonpath = ["stubs"]` (a correct stub in place of the package). The differential's runs
 (base, trusted, proving) therefore all get the file pytest finds in the base tree for the
 workdir `/workspace`, copied into proofgate's read-only volume and passed with `-c`, and
-`--rootdir /workspace` (gate/sandbox/witness.py `test_environment`): the same options
+`--rootdir /workspace` (gate/witness/host.py `test_environment`): the same options
 in every run it compares, whatever the change does to those files. The head run is the
 check as configured: the change's tests with the change's configuration (SPEC §3.1,
 "do the change's own tests pass?").

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from gate import differential, usercache
+from gate import differential
 from gate.differential import (
     BASE,
     PROVING,
@@ -30,7 +30,6 @@ from gate.differential import (
     DifferentialReport,
     Run,
     pytestconfig,
-    witness,
 )
 from gate.differential.junit import TestId, TestOutcome, parse_outcomes
 from gate.errors import RepoError
@@ -40,7 +39,6 @@ from gate.git.interface import (
     clean_room_archive,
     clean_room_mtime,
 )
-from gate.journal import Journal, canonical_json
 from gate.model import (
     CheckResult,
     CheckSpec,
@@ -54,8 +52,11 @@ from gate.model import (
     ReasonCode,
     TreeId,
 )
-from gate.sandbox import witness as witness_env
+from gate.proof.journal import Journal, canonical_json
 from gate.sandbox.interface import Sandbox, SandboxError
+from gate.util import usercache
+from gate.witness import host as witness_env
+from gate.witness import judge as witness
 
 __all__ = ["Pending", "cache_dir", "start"]
 
@@ -220,7 +221,7 @@ def _execute(
         return Run(name=job.run, outcomes=None, problem="interrupted"), journal
     tar = job.tar
     # SPEC §3.2: every run gets the check's own environment and the same pytest options
-    # as the head run (gate/sandbox/witness.py `test_environment`): one environment-cache
+    # as the head run (gate/witness/host.py `test_environment`): one environment-cache
     # key for all of them, and no test that behaves differently in one run.
     spec = dataclasses.replace(job.check, name=f"{job.check.name}@{job.run}")
     log.info("check %s: the %s run in a fresh container", job.check.name, job.run)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from gate.faces.render import inline_code
 from gate.github.events import Target
 from gate.github.interface import ChecksAPI
 from gate.model import Approval, Sha256
-from gate.render import inline_code
 
 __all__ = ["WRITE_PERMISSIONS", "ReviewApprover", "how_to_approve"]
 
@@ -31,7 +31,7 @@ class ReviewApprover:
         self.refusals: list[str] = []
 
     def __call__(self, patch_sha256: Sha256, policy_fingerprint: Sha256) -> Approval | None:
-        from gate.timefmt import rfc3339
+        from gate.util.timefmt import rfc3339
 
         target = self.target
         if target.pr is None:
@@ -76,7 +76,7 @@ class ReviewApprover:
                 policy_fingerprint=policy_fingerprint,
             )
         if self.refusals:
-            from gate.prove import ApprovalRejected
+            from gate.proof.prove import ApprovalRejected
 
             raise ApprovalRejected("approval refused: " + "; ".join(self.refusals))
         return None

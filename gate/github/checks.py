@@ -36,8 +36,8 @@ from gate.github.interface import (
 )
 from gate.model import Verdict
 from gate.policy import TagAnswer
-from gate.policy_run import TagLookupError
-from gate.timefmt import rfc3339
+from gate.proof.policy_run import TagLookupError
+from gate.util.timefmt import rfc3339
 
 __all__ = [
     "ANNOTATIONS_PER_REQUEST",

@@ -28,7 +28,7 @@ not run and contributes 0. Neither score changes the verdict unless a threshold 
 Parsing is most of the cost (click's 77 modules: ~0.5 s), and a file's imports are a
 function of its bytes: the caller may pass an `ImportCache` keyed by the file's git blob
 id (`IMPORTS_VERSION` names the analysis), so only files whose blob was never seen are
-parsed, and a repeated proof of the same tree parses nothing (gate/policy_run.py keeps
+parsed, and a repeated proof of the same tree parses nothing (gate/proof/policy_run.py keeps
 it in the per-user cache).
 """
 

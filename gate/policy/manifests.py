@@ -12,12 +12,12 @@ import posixpath
 import re
 from collections.abc import Iterator, Sequence
 
-from gate.lazyre import lazy
 from gate.model import ChangeStatus, InventoryEntry
 from gate.policy.context import Context, RawFinding, as_text, basename, dirs_of, paths_of
 from gate.policy.patch import FileDiff, HunkLine
 from gate.policy.paths import is_build_file, pin_hold_note
 from gate.policy.pins import describe_requirements, pins_suffix
+from gate.util.lazyre import lazy
 
 __all__ = [
     "MIXED_MANIFESTS",

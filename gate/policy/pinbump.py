@@ -11,7 +11,7 @@ tag's commit on both sides — is a verified pin bump: finding `pin-bump-verifie
 default; `policy.rules: {pin-bump-verified: hold}` holds it again), and the rules that
 would hold the file skip it.
 
-The tags are looked up by the caller (`gate.policy_run`, through a `TagOracle`: the
+The tags are looked up by the caller (`gate.proof.policy_run`, through a `TagOracle`: the
 GitHub API when the Action runs) and handed in as `PinTags`; without them (a local run)
 nothing is verified and the hold says why. A commit from a fork of the upstream (GitHub
 serves those under the upstream's name), a downgrade, a moved major tag (`v4` -> `v4`),

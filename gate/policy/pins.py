@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from gate.lazyre import lazy
 from gate.model import InventoryEntry
 from gate.policy.context import Context, as_text
 from gate.policy.patch import FileDiff
+from gate.util.lazyre import lazy
 
 __all__ = ["describe_pins", "describe_requirements", "pins_suffix"]
 

@@ -12,8 +12,8 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 
-from gate.lazyre import lazy
 from gate.policy.context import Context, RawFinding, as_text, text_diffs
+from gate.util.lazyre import lazy
 
 __all__ = [
     "MAX_BINARY_SCAN_BYTES",

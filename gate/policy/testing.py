@@ -21,13 +21,13 @@ import tomllib
 from collections import Counter
 from collections.abc import Iterator
 
-from gate.lazyre import lazy
 from gate.model import ChangeStatus, InventoryEntry
 from gate.policy.context import Context, RawFinding, as_text, basename, paths_of, text_diffs
 from gate.policy.manifests import describe_line, indent, manifest_sections
 from gate.policy.patch import FileDiff, HunkLine
 from gate.policy.paths import is_test_path
 from gate.policy.skips import SkipSite, new_skips
+from gate.util.lazyre import lazy
 
 __all__ = [
     "check_assertions_removed",

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from gate.canonical import canonical_json
 from gate.receipt.errors import ReceiptError
+from gate.util.canonical import canonical_json
 
 __all__ = ["canonical_json", "parse_json"]
 

@@ -32,8 +32,8 @@ from gate.receipt.canonical import canonical_json
 from gate.receipt.errors import ReceiptError
 
 if TYPE_CHECKING:
-    from gate.journal import Journal
-    from gate.verdict import Outcome, RunEvidence
+    from gate.proof.journal import Journal
+    from gate.proof.verdict import Outcome, RunEvidence
 
 PREDICATE_TYPE: Final = "https://proofgate.dev/receipt/v1"
 STATEMENT_TYPE: Final = "https://in-toto.io/Statement/v1"
@@ -48,7 +48,7 @@ _REF = re.compile(r"refs/[^\s]+")
 
 def _junit_counts(result: CheckResult) -> JsonDict | None:
     """The JUnit report's counts, for the page (None: no report, or an unusable one)."""
-    from gate.verdict import parse_junit
+    from gate.proof.verdict import parse_junit
 
     if result.junit_report is None:
         return None

@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from gate import journal
 from gate.model import JsonDict, TriggerKind, Verdict
+from gate.proof import journal
 from gate.receipt.canonical import parse_json
 from gate.receipt.dsse import MAX_RECEIPT_BYTES, PAYLOAD_TYPE, open_envelope, parse_envelope
 from gate.receipt.errors import ReceiptError, VerificationError

@@ -19,7 +19,7 @@ Why a link decides nothing:
   run with it writable, and the test phase starts from their commit): a link changes
   which of its files Python reads, never a file the change cannot already write. Nothing
   under `/workspace` or `/opt/proofgate` is ever linked, and those parts of the prefix
-  stay proofgate's (gate/sandbox/witness.py), so the base's tests and the witness
+  stay proofgate's (gate/witness/host.py), so the base's tests and the witness
   always run from their sources. The listing comes from the configured image only (never
   from an environment setup made), and every path is checked here before it is linked
   anyway: no `//`, `..` or reserved part, no link where a directory goes.
@@ -38,10 +38,10 @@ from pathlib import Path
 
 from docker import APIClient
 
-from gate import usercache
 from gate.differential.tarprotect import PROTECTED_UID
 from gate.sandbox.copy_in import close_iterator
 from gate.sandbox.errors import DockerRefused, docker_errors
+from gate.util import usercache
 
 log = logging.getLogger("gate.sandbox")
 

@@ -29,7 +29,7 @@ A check runs like this (docs/security.md, "The clean room", says why):
 
 Every command gets `PYTHONPYCACHEPREFIX=/opt/proofgate/pycache` (never the tree's
 `__pycache__`), and test commands `PYTHONNOUSERSITE=1`. The prefix is in proofgate's own
-tmpfs volume of the check (with the witness: gate/sandbox/witness.py), mounted writable
+tmpfs volume of the check (with the witness: gate/witness/host.py), mounted writable
 for setup and build and read-only for test commands, so test commands start from the
 bytecode setup and build compiled but cannot add to it: a miss compiles in memory. Setup
 and build cannot write bytecode for the witness, and what they write for the tree a
@@ -57,7 +57,6 @@ from gate import differential
 from gate.differential import environment as envjudge
 from gate.differential import junitpath, tarprotect
 from gate.differential.paths import WORKSPACE
-from gate.journal import Journal
 from gate.model import (
     CheckResult,
     CheckSpec,
@@ -69,7 +68,8 @@ from gate.model import (
     PhaseResult,
     Sha256,
 )
-from gate.sandbox import bytecode, envcache, envdiff, witness
+from gate.proof.journal import Journal
+from gate.sandbox import bytecode, envcache, envdiff
 from gate.sandbox.copy_in import close_iterator, copy_tree
 from gate.sandbox.egress import EgressBroker, EgressStartError
 from gate.sandbox.errors import DockerRefused, daemon_gone, docker_errors, is_transport_error
@@ -77,6 +77,7 @@ from gate.sandbox.interface import SandboxError
 from gate.sandbox.labels import ProofLabels, new_proof_id
 from gate.sandbox.output import LogSink, check_stop, join_until
 from gate.sandbox.readback import read_file, read_report
+from gate.witness import host as witness
 
 log = logging.getLogger("gate.sandbox")
 
@@ -84,7 +85,7 @@ _KILL_GRACE_S = 10.0  # how long to wait for an output stream to close after a k
 _GONE_S = 30.0  # how long a killed container may take to disappear
 
 
-# SPEC §3.2: outside the tree, in proofgate's own volume (gate/sandbox/witness.py)
+# SPEC §3.2: outside the tree, in proofgate's own volume (gate/witness/host.py)
 PYCACHE_PREFIX = witness.PYCACHE
 
 
@@ -236,7 +237,7 @@ class CheckRun:
             self.volume = str(created["Name"])
             self.journal.append("volume-created", check=self.spec.name, volume=self.volume[:12])
             uid = tarprotect.PROTECTED_UID
-            # proofgate's own volume (gate/sandbox/witness.py): the witness, read-only to
+            # proofgate's own volume (gate/witness/host.py): the witness, read-only to
             # the check, and the bytecode prefix, writable by setup and build only
             with docker_errors("create the check's witness volume"):
                 created = self.api.create_volume(

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from docker import APIClient
 
 from gate.differential.paths import WORKSPACE
-from gate.journal import Journal
+from gate.proof.journal import Journal
 from gate.sandbox.errors import docker_errors
 
 

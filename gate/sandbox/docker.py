@@ -19,7 +19,6 @@ import docker
 import docker.errors
 
 from gate import differential
-from gate.journal import Journal
 from gate.model import (
     CheckResult,
     CheckSpec,
@@ -29,6 +28,7 @@ from gate.model import (
     Phase,
     PhaseResult,
 )
+from gate.proof.journal import Journal
 from gate.sandbox import egress, envcache, labels
 from gate.sandbox.container import CheckRun
 from gate.sandbox.errors import DAEMON_HELP, TRANSPORT_ERRORS, DockerRefused, docker_errors

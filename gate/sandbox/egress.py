@@ -56,8 +56,8 @@ import docker
 import docker.errors
 import requests
 
-from gate.journal import Journal, canonical_json
 from gate.model import EgressAttempt, EgressRecord, ImageRef, Sha256
+from gate.proof.journal import Journal, canonical_json
 from gate.sandbox.egress_broker import (
     PROXY_PORT,
     Allowed,
@@ -95,7 +95,7 @@ UNSAFE_HOSTS_ENV = "PROOFGATE_UNSAFE_EGRESS_HOSTS"
 # Test-only: the Docker network the broker's outside leg joins instead of the default
 # bridge (so a test's packets stay on networks the test created).
 UNSAFE_NETWORK_ENV = "PROOFGATE_UNSAFE_EGRESS_NETWORK"
-# The Action never reads them (gate.action.action_sandbox): a workflow's env sets them.
+# The Action never reads them (gate.faces.action.action_sandbox): a workflow's env sets them.
 UNSAFE_ENV_NAMES = (UNSAFE_ALLOW_NETS_ENV, UNSAFE_HOSTS_ENV, UNSAFE_NETWORK_ENV)
 
 _DIR = "/proofgate-egress"

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 from docker import APIClient
 
-from gate.canonical import canonical_json
 from gate.model import (
     CheckSpec,
     CommandResult,
@@ -38,6 +37,7 @@ from gate.policy.paths import glob_match
 from gate.sandbox.egress import UnsafeOverrides
 from gate.sandbox.errors import DockerRefused, docker_errors
 from gate.sandbox.labels import OWNER, PROOF
+from gate.util.canonical import canonical_json
 
 CACHE_LABEL = "proofgate.env-cache"
 KEY_LABEL = "proofgate.env-key"

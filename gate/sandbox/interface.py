@@ -6,8 +6,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from gate.journal import Journal
 from gate.model import CheckResult, CheckSpec, ImageRef
+from gate.proof.journal import Journal
 
 
 class SandboxError(Exception):

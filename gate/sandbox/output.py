@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from gate.sandbox.witness import Scanner
+from gate.witness.host import Scanner
 
 
 @dataclass

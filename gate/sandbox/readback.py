@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from docker import APIClient
 
 from gate.differential.paths import WORKSPACE
-from gate.journal import Journal
+from gate.proof.journal import Journal
 from gate.sandbox.copy_in import close_iterator
 from gate.sandbox.errors import DockerRefused, docker_errors
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 
 from gate import receipt
-from gate.approval import create_approval
+from gate.faces.render import to_markdown
 from gate.model import JsonDict, Verdict
-from gate.render import to_markdown
+from gate.proof.approval import create_approval
 from tests.assets import sample
 
 ASSETS = Path(__file__).resolve().parent

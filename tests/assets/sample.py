@@ -12,7 +12,6 @@ from collections.abc import Iterator
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from gate.journal import Journal
 from gate.model import (
     ChangeStatus,
     CheckResult,
@@ -39,6 +38,7 @@ from gate.model import (
     TriggerKind,
     Verdict,
 )
+from gate.proof.journal import Journal
 
 BASE_COMMIT = CommitId("1111111111111111111111111111111111111111")
 BASE_TREE = TreeId("2222222222222222222222222222222222222222")

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gate import cli, policy
+from gate import policy
 from gate.differential import runs as differential_runs
+from gate.faces import cli
 from tests.attacks.corpus import (
     CALC,
     CALC_BROKEN,

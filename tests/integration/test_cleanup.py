@@ -21,9 +21,9 @@ from pathlib import Path
 import docker
 import pytest
 
-from gate import usercache
-from gate.cli import main
+from gate.faces.cli import main
 from gate.sandbox import labels
+from gate.util import usercache
 from tests.conftest import TEST_LABEL, clean_up, labeled, own_value
 from tests.gitutil import Symlink
 from tests.provecli import cli_prove, config_yaml, pr_repo, receipt_predicate

@@ -19,7 +19,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from gate.cli import main
+from gate.faces.cli import main
 from gate.policy import blast
 from tests.gitutil import commit, make_repo, repo_dir
 
@@ -58,7 +58,7 @@ def _imported(argv: list[str], cwd: Path, cache: Path) -> tuple[int, set[str]]:
         for line in done.stderr.splitlines()
         if line.startswith("import time:") and line.count("|") == 2
     }
-    assert "gate.cli" in names, done.stderr[-2000:]  # the listing is what it claims
+    assert "gate.faces.cli" in names, done.stderr[-2000:]  # the listing is what it claims
     return done.returncode, names
 
 

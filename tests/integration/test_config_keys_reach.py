@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gate.cli import main
+from gate.faces.cli import main
 from tests.conftest import CLEANROOM_IMAGE
 from tests.gitutil import commit, make_repo, repo_dir
 

@@ -1,4 +1,4 @@
-"""`make demo` end to end (`gate.demo.run_demo`, the README's first command) on the real
+"""`make demo` end to end (`gate.faces.demo.run_demo`, the README's first command) on the real
 daemon: the honest pull request is PROVEN and its receipt verifies; the false-PASS
 fixture and the weakened test are caught. Its build (`python3 -m compileall -q src`)
 writes bytecode for the tree, which a check with a differential must allow."""
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gate import receipt
-from gate.demo import run_demo
+from gate.faces.demo import run_demo
 from gate.model import Verdict
 
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from gate.journal import Journal
 from gate.model import CheckResult, CheckSpec, Command, ImageRef, Limits, Phase
+from gate.proof.journal import Journal
 from gate.sandbox import envcache, labels
 from gate.sandbox.docker import DockerSandbox
 from gate.sandbox.egress import UNSAFE_ALLOW_NETS_ENV, UNSAFE_HOSTS_ENV, UNSAFE_NETWORK_ENV
@@ -341,7 +341,7 @@ def test_the_action_ignores_the_unsafe_overrides(
 ) -> None:
     # A workflow's `env` reaches the Action's process: there the test-only overrides
     # must not let the broker reach a private address (the test registry's).
-    from gate.action import action_sandbox
+    from gate.faces.action import action_sandbox
 
     journal = Journal()
     fetch = (

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gate.cli import main
+from gate.faces.cli import main
 from gate.sandbox.egress import UNSAFE_NETWORK_ENV
 from tests.gitutil import commit, make_repo, repo_dir
 from tests.integration.test_faults import CLEANROOM_IMAGE, PrivateDaemon, Proof, daemon

@@ -19,8 +19,9 @@ import pygit2
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from gate import cli, receipt
-from gate.action import main
+from gate import receipt
+from gate.faces import cli
+from gate.faces.action import main
 from gate.github.checks import (
     CHECK_NAME,
     OUTPUT_LIMIT_BYTES,

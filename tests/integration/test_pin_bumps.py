@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from gate.cli import main
+from gate.faces.cli import main
 from gate.git.repo import GitRepository
 from gate.github.checks import GitHubChecks, RetryPolicy
 from gate.model import Decision
-from gate.prove import ProveRequest, prove
+from gate.proof.prove import ProveRequest, prove
 from tests.github_standin.fixtures import REPO, TOKEN, running_standin
 from tests.github_standin.server import Fault, GitHubStandIn
 from tests.gitutil import commit, make_repo, repo_dir

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gate.cli import main
+from gate.faces.cli import main
 from tests.gitutil import commit, make_repo, repo_dir
 
 

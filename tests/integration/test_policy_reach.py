@@ -1,6 +1,6 @@
 """Every policy feature reaches `proofgate prove` / `proofgate policy` (issue 16).
 
-Each case builds a real repository and goes through `gate.cli.main`: the pre-flight
+Each case builds a real repository and goes through `gate.faces.cli.main`: the pre-flight
 (`policy`, exit 0 ALLOW / 11 HOLD / 12 DENY / 13 evidence incomplete) runs the same
 evidence, configuration and policy path as `prove` and needs no Docker.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gate.cli import main
+from gate.faces.cli import main
 from tests.gitutil import Symlink, commit, make_repo, repo_dir
 
 CONFIG = b'version: 1\nimage: python:3.12-slim\nchecks:\n  - {name: unit, test: "true"}\n'

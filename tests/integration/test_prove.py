@@ -17,7 +17,7 @@ import docker
 import pygit2
 import pytest
 
-from gate.cli import main
+from gate.faces.cli import main
 from tests.gitutil import EXEC, snapshot
 from tests.provecli import IMAGE, cli_prove, config_yaml, pr_repo, receipt_predicate
 

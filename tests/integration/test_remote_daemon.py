@@ -22,7 +22,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from gate.cli import main
+from gate.faces.cli import main
 from tests.integration.test_shards import CHECK, head_change, suite
 from tests.provecli import IMAGE, cli_prove, pr_repo, receipt_predicate
 

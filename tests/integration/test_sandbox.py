@@ -21,8 +21,8 @@ import docker.errors
 import pytest
 
 from gate.git.interface import UnsafeTreeError
-from gate.journal import Journal
 from gate.model import CheckResult, CheckSpec, Command, DifferentialMode, ImageRef, Limits, Phase
+from gate.proof.journal import Journal
 from gate.sandbox import envcache
 from gate.sandbox.docker import DockerSandbox
 from gate.sandbox.interface import ImageError, SandboxError
@@ -148,7 +148,7 @@ def test_exit_codes_recorded_and_failure_stops_the_check(
     assert [c.exit_code for c in result.phases[1].commands] == [3]
     assert not result.phases[1].ok
     kinds = [e["kind"] for e in journal.events()]
-    # the workspace, then proofgate's own (gate/sandbox/witness.py); the check's first
+    # the workspace, then proofgate's own (gate/witness/host.py); the check's first
     # container and the holder, through which the daemon fills them at once
     first = kinds.index("command-started")
     assert kinds[:4] == ["volume-created"] * 2 + ["container-created"] * 2

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gate.cli import main
+from gate.faces.cli import main
 from tests.provecli import cli_prove, config_yaml, pr_repo, receipt_predicate
 
 pytestmark = pytest.mark.docker

@@ -18,10 +18,10 @@ import pygit2
 import pytest
 
 from gate import receipt
-from gate.cli import main
+from gate.faces.cli import main
 from gate.git.repo import GitRepository
 from gate.model import ReasonCode, Verdict
-from gate.prove import ProveRequest, prove
+from gate.proof.prove import ProveRequest, prove
 from gate.sandbox.interface import Sandbox
 from tests.gitutil import EXEC, Gitlink, checkout, commit, make_repo, repo_dir, snapshot, tree_files
 

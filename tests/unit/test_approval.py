@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from gate import receipt
-from gate.approval import (
+from gate.model import Approval
+from gate.proof.approval import (
     APPROVAL_PAYLOAD_TYPE,
     ApprovalError,
     create_approval,
     verify_approval,
 )
-from gate.model import Approval
 from gate.receipt import ReceiptError, canonical_json
 from tests.assets import sample
 

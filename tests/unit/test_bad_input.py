@@ -24,7 +24,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gate import cli, receipt
+from gate import receipt
+from gate.faces import cli
 from gate.receipt import MAX_RECEIPT_BYTES
 from tests.assets import sample
 from tests.gitutil import commit, make_repo, repo_dir

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gate.sandbox import bytecode, witness
+from gate.sandbox import bytecode
+from gate.witness import host as witness
 
 STDLIB = "/usr/lib/python3.11/__pycache__/json.cpython-311.pyc"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gate.cli import build_parser, main
+from gate.faces.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"

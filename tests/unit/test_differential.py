@@ -15,7 +15,7 @@ from gate.differential.tarprotect import PROTECTED_UID
 from gate.errors import ConfigError
 from gate.model import CheckSpec, Decision, DifferentialMode, Limits, ReasonCode
 from gate.policy.paths import is_test_path
-from gate.verdict import verdict_for
+from gate.proof.verdict import verdict_for
 
 P, F, E, S = TestOutcome.PASS, TestOutcome.FAIL, TestOutcome.ERROR, TestOutcome.SKIP
 ADD = TestId(classname="tests.test_calc", name="test_add")
@@ -368,7 +368,7 @@ def test_the_configuration_sits_read_only_in_proofgates_volume() -> None:
     import io
     import tarfile
 
-    from gate.sandbox.witness import plugin_tar, test_environment
+    from gate.witness.host import plugin_tar, test_environment
 
     data = plugin_tar(writable_prefix=False, pytest_config=("setup.cfg", b"[tool:pytest]\n"))
     with tarfile.open(fileobj=io.BytesIO(data)) as t:

@@ -1,4 +1,4 @@
-"""`gate.lazyre.lazy`: a pattern compiled at first use behaves as `re.compile`'s."""
+"""`gate.util.lazyre.lazy`: a pattern compiled at first use behaves as `re.compile`'s."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from gate.lazyre import lazy
+from gate.util.lazyre import lazy
 
 
 def test_a_lazy_pattern_matches_as_the_compiled_one() -> None:

@@ -3,7 +3,7 @@
 Policy DENY and HOLD paths, a missing or broken configuration, approvals, an unavailable
 clean room and the mapping from check results to verdicts. Two levels: `cli.main` with
 the stand-in in place of `DockerSandbox` (what a user sees: exit code, stderr, receipt),
-and `gate.prove.prove` wired directly (what the orchestrator hands the sandbox). What a
+and `gate.proof.prove.prove` wired directly (what the orchestrator hands the sandbox). What a
 check can and cannot do inside the clean room is tested with real Docker in
 tests/integration/test_prove.py.
 """
@@ -18,11 +18,11 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from gate.cli import main
+from gate.faces.cli import main
 from gate.git.repo import GitRepository
-from gate.journal import verify_chain
 from gate.model import Verdict
-from gate.prove import ProofRun, ProveRequest, prove
+from gate.proof.journal import verify_chain
+from gate.proof.prove import ProofRun, ProveRequest, prove
 from gate.sandbox.interface import SandboxError
 from tests.gitutil import snapshot
 from tests.provecli import cli_prove, config_yaml, pr_repo, receipt_predicate

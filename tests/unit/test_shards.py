@@ -15,13 +15,20 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from gate import receipt
-from gate.aggregate import AggregateError, aggregate
-from gate.cli import main
 from gate.errors import UsageError
-from gate.journal import Journal
+from gate.faces.cli import main
 from gate.model import CheckSpec, Config, JsonDict, Limits, Phase, PolicySpec, hashed_shard
+from gate.proof.aggregate import AggregateError, aggregate
+from gate.proof.journal import Journal
+from gate.proof.shard import (
+    ShardSpec,
+    apply,
+    compute_split,
+    defines_tests,
+    parse_shard,
+    top_level_tests,
+)
 from gate.receipt import verify
-from gate.shard import ShardSpec, apply, compute_split, defines_tests, parse_shard, top_level_tests
 from tests.assets import sample
 
 TRUSTED = sample.key("trusted")
@@ -142,7 +149,7 @@ def test_the_plugin_places_a_file_where_the_model_does() -> None:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "proofgate_witness_copy", Path("gate/sandbox/witness_plugin.py")
+        "proofgate_witness_copy", Path("gate/witness/plugin.py")
     )
     assert spec is not None
     assert spec.loader is not None

@@ -33,7 +33,7 @@ from gate.model import (
     Verdict,
     worst,
 )
-from gate.verdict import RunEvidence, decide, parse_junit, preflight, verdict_for
+from gate.proof.verdict import RunEvidence, decide, parse_junit, preflight, verdict_for
 
 PATCH_SHA = Sha256("a" * 64)
 FINGERPRINT = Sha256("f" * 64)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gate import receipt
-from gate.cli import main
+from gate.faces.cli import main
 from gate.model import JsonDict, TriggerKind, Verdict
 from gate.receipt import VerificationError
 from tests.assets import sample

@@ -1,6 +1,6 @@
 """The witness (SPEC §3.2): the plugin in a real pytest, the line parser, the judgement,
-and the protected archive (gate/sandbox/witness_plugin.py, gate/sandbox/witness.py,
-gate/differential/witness.py, gate/differential/tarprotect.py)."""
+and the protected archive (gate/witness/plugin.py, gate/witness/host.py,
+gate/witness/judge.py, gate/differential/tarprotect.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from gate.differential import witness
 from gate.differential.tarprotect import PROTECTED_UID, protect
 from gate.model import (
     CheckResult,
@@ -27,7 +26,8 @@ from gate.model import (
     Sha256,
     WitnessSession,
 )
-from gate.sandbox.witness import MARKER, MAX_SESSIONS, Scanner, plugin_tar
+from gate.witness import judge as witness
+from gate.witness.host import MARKER, MAX_SESSIONS, Scanner, plugin_tar
 
 
 def _pytest_with_witness(

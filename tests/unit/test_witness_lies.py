@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import tests.attacks.corpus  # noqa: F401 - the corpus first (evidence imports from it)
-from gate.differential import witness
-from gate.sandbox.witness import MARKER, Scanner
+from gate.witness import judge as witness
+from gate.witness.host import MARKER, Scanner
 from tests.attacks import evidence
 from tests.unit.test_witness import _project, _pytest_with_witness, _result, _session, _spec
 

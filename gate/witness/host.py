@@ -1,4 +1,4 @@
-"""The witness, proofgate's side (SPEC §3.2; the plugin is `witness_plugin.py`).
+"""The witness, proofgate's side (SPEC §3.2; the plugin is `plugin.py` beside it).
 
 Every check gets one tmpfs volume of proofgate's own at `/opt/proofgate`, which the
 daemon fills before anything of the check runs, everything owned by `PROTECTED_UID` (no
@@ -161,7 +161,7 @@ class Scanner:
 @lru_cache(maxsize=1)
 def plugin_digest() -> str:
     """SHA-256 of the plugin's source: what a cached base run was witnessed by."""
-    source = resources.files("gate.sandbox").joinpath("witness_plugin.py").read_bytes()
+    source = resources.files("gate.witness").joinpath("plugin.py").read_bytes()
     return hashlib.sha256(source).hexdigest()
 
 
@@ -177,7 +177,7 @@ def plugin_tar(
     test containers mount the volume read-only), 0555 otherwise. In the prefix, a link
     to each of the image's `bytecode` files (gate/sandbox/bytecode.py). With
     `pytest_config` (a differential's run), `config/` holds that file, read-only."""
-    source = resources.files("gate.sandbox").joinpath("witness_plugin.py").read_bytes()
+    source = resources.files("gate.witness").joinpath("plugin.py").read_bytes()
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         # The prefix maps a source's absolute path into itself. `pycache/opt/proofgate` is

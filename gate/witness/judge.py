@@ -1,4 +1,4 @@
-"""What the witness says of one run (SPEC §3.2; the plugin: gate/sandbox/witness_plugin.py).
+"""What the witness says of one run (SPEC §3.2; the plugin: gate/witness/plugin.py).
 
 A run's evidence is its exit statuses and its JUnit report, both read by proofgate
 through the daemon. The witness, loaded into every pytest session before the tree's

@@ -441,7 +441,7 @@ _STATES = {"FAILED": "**failed**", "HELD": "**held**", "INCONCLUSIVE": "**inconc
 def _check_states(p: Mapping[str, object]) -> dict[str, str]:
     """Check name -> what its worst reason makes of it (failed, held, inconclusive)."""
     from gate.model import ReasonCode
-    from gate.verdict import verdict_for
+    from gate.proof.verdict import verdict_for
 
     order = ("INCONCLUSIVE", "FAILED", "HELD")
     worst: dict[str, str] = {}
@@ -492,7 +492,7 @@ def title(predicate: Mapping[str, object], *, limit: int = 200) -> str:
     Reasons are listed policy first, but the title names the reason of the verdict itself
     (a FAILED names the failing check and its tests, not a policy HOLD beside it)."""
     from gate.model import ReasonCode
-    from gate.verdict import verdict_for
+    from gate.proof.verdict import verdict_for
 
     p: Mapping[str, object] = predicate if isinstance(predicate, Mapping) else {}
     verdict = _plain(_get(p, "verdict")) or "unknown"

@@ -21,17 +21,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from gate import policy, receipt, render, usercache
+from gate import policy, receipt
 from gate.config import DEFAULT_CONFIG_PATH, checked_document, load_config, schema_digest
-from gate.differential import DifferentialReport, junitpath, wants_a_person, witness
+from gate.differential import DifferentialReport, junitpath, wants_a_person
 from gate.errors import RepoError, UsageError
+from gate.faces import render
 from gate.git.interface import (
     EvidenceSource,
     UnsafeTreeError,
     clean_room_archive,
     clean_room_mtime,
 )
-from gate.journal import Journal
 from gate.model import (
     Approval,
     CheckResult,
@@ -54,10 +54,13 @@ from gate.model import (
     Verdict,
     worst,
 )
-from gate.policy_run import TagOracle, judge_policy
-from gate.shard import ShardSpec, Split
-from gate.timefmt import rfc3339
-from gate.verdict import Outcome, RunEvidence, decide, preflight
+from gate.proof.journal import Journal
+from gate.proof.policy_run import TagOracle, judge_policy
+from gate.proof.shard import ShardSpec, Split
+from gate.proof.verdict import Outcome, RunEvidence, decide, preflight
+from gate.util import usercache
+from gate.util.timefmt import rfc3339
+from gate.witness import judge as witness
 
 if TYPE_CHECKING:
     from gate.sandbox.interface import Sandbox
@@ -661,7 +664,7 @@ def _split(
     balance: Mapping[str, Mapping[str, float]] | None,
 ) -> Split:
     """The split every shard computes alike: from the base tree (and `balance`)."""
-    from gate import shard
+    from gate.proof import shard
 
     files: dict[str, dict[str, tuple[str, ...] | None]] = {}
     for spec in config.checks:
@@ -676,7 +679,7 @@ def _split(
 
 
 def _shard_config(config: Config, split: Split, which: ShardSpec, journal: Journal) -> Config:
-    from gate import shard
+    from gate.proof import shard
 
     journal.append(
         "shard-split",
@@ -726,7 +729,8 @@ def _shard_section(
     config: Config | None,
     rules: Mapping[str, Decision],
 ) -> JsonDict:
-    from gate import differential, shard
+    from gate import differential
+    from gate.proof import shard
 
     by_name = {s.name: s for s in (config.checks if config is not None else ())}
     results = {r.name: r for r in room.results}

@@ -12,10 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from gate import policy, usercache
+from gate import policy
 from gate.git.interface import EvidenceSource
 from gate.model import Evidence, PolicyResult, PolicySpec
 from gate.policy import blast
+from gate.util import usercache
 
 __all__ = [
     "MAX_ANALYZED_BYTES",

@@ -1,4 +1,4 @@
-"""The GitHub Action: `python -m gate.action` (SPEC §6).
+"""The GitHub Action: `python -m gate.faces.action` (SPEC §6).
 
 A thin shim. It reads its inputs from the plain `PROOFGATE_*` names that `action.yml`'s
 `runs.env` sets, works out base and head from the event (gate.github.events), fetches the
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from gate import render
 from gate.errors import GateError, UsageError
+from gate.faces import render
 from gate.git.fetch import fetch_private
 from gate.github.approvals import ReviewApprover, how_to_approve
 from gate.github.checks import (
@@ -61,7 +61,7 @@ from gate.receipt.verify import branch_ref
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-    from gate.prove import ProofRun
+    from gate.proof.prove import ProofRun
     from gate.sandbox.docker import DockerSandbox
 
 __all__ = ["ActionInputs", "action_sandbox", "main", "run_prove", "run_verify"]
@@ -303,7 +303,7 @@ def run_prove(
         GateError: usage/config errors (the check run, once started, is completed first).
     """
     from gate.git.repo import GitRepository
-    from gate.prove import ProveRequest, prove
+    from gate.proof.prove import ProveRequest, prove
 
     target = resolve_target(inputs, event, api)
     if target is None:
@@ -399,8 +399,8 @@ def run_shard(
     run: only the aggregate writes one, so a shard job needs no `checks: write`, and the
     step does not fail on the shard's verdict (the aggregate judges the whole)."""
     from gate.git.repo import GitRepository
-    from gate.prove import ProveRequest, prove
-    from gate.shard import parse_shard
+    from gate.proof.prove import ProveRequest, prove
+    from gate.proof.shard import parse_shard
 
     which = parse_shard(inputs.shard)
     approver = ReviewApprover(api, target, clock)
@@ -443,7 +443,7 @@ def run_aggregate(
     (`receipts`, a glob under the workspace) and post the one check run, named as a
     single-job proof's."""
     from gate import receipt
-    from gate.aggregate import AggregateError, aggregate, shard_patch
+    from gate.proof.aggregate import AggregateError, aggregate, shard_patch
     from gate.receipt.files import PATCH_DIFF
 
     target = resolve_target(inputs, event, api)
@@ -614,7 +614,7 @@ def main(env: Mapping[str, str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from gate.signals import sigterm_raises_interrupt
+    from gate.util.signals import sigterm_raises_interrupt
 
     sigterm_raises_interrupt()
     sys.exit(main())

@@ -1,7 +1,7 @@
 """SIGTERM as Ctrl-C: a cancelled run (the runner sends SIGINT, then SIGTERM) ends through
 the same `KeyboardInterrupt` path, which removes containers and writes an INCONCLUSIVE
 `interrupted` receipt. Installed by the entry points only (`python -m gate`,
-`python -m gate.action`), never on import."""
+`python -m gate.faces.action`), never on import."""
 
 from __future__ import annotations
 

@@ -29,14 +29,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gate import differential, receipt, render
+from gate import differential, receipt
 from gate.differential import HELD_CODES, Run
 from gate.differential.junit import TestId, TestOutcome
-from gate.journal import Journal
+from gate.faces import render
 from gate.model import Decision, DifferentialMode, JsonDict, Reason, ReasonCode, Verdict, worst
+from gate.proof.journal import Journal
+from gate.proof.verdict import verdict_for
 from gate.receipt.predicate import Builder
-from gate.timefmt import rfc3339
-from gate.verdict import verdict_for
+from gate.util.timefmt import rfc3339
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (

@@ -31,9 +31,9 @@ if TYPE_CHECKING:
 
     from gate.git.repo import GitRepository
     from gate.model import Approval
-    from gate.prove import ProveRequest
+    from gate.proof.prove import ProveRequest
+    from gate.proof.shard import ShardSpec
     from gate.sandbox.interface import Sandbox
-    from gate.shard import ShardSpec
 
 log = logging.getLogger("gate")
 
@@ -397,10 +397,10 @@ def _print_event(event: JsonDict) -> None:
 
 
 def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
-    from gate import approval as approval_mod
     from gate import receipt
     from gate.git.repo import GitRepository
-    from gate.prove import ApprovalRejected, ProveRequest, prove
+    from gate.proof import approval as approval_mod
+    from gate.proof.prove import ApprovalRejected, ProveRequest, prove
 
     key_pem: bytes | None = None
     approver_keys: list[Ed25519PublicKey] = []
@@ -504,7 +504,7 @@ def _docker_sandbox(allow_pull: bool, proof: str | None = None) -> Sandbox:
 
 
 def _shard_arg(args: argparse.Namespace) -> ShardSpec | None:
-    from gate.shard import parse_shard
+    from gate.proof.shard import parse_shard
 
     text = getattr(args, "shard", None)
     if text is None:
@@ -530,14 +530,14 @@ def _balance_arg(args: argparse.Namespace) -> dict[str, dict[str, float]] | None
         verified = receipt.verify(_read(path, "--balance-from"), receipt.Signed(keys))
     except receipt.ReceiptError as e:
         raise UsageError(f"--balance-from {path} does not verify: {e}") from e
-    from gate.shard import recorded_durations
+    from gate.proof.shard import recorded_durations
 
     return recorded_durations(verified.predicate.to_dict())
 
 
 def _cmd_aggregate(args: argparse.Namespace) -> int:
     from gate import receipt
-    from gate.aggregate import AggregateError, aggregate, shard_patch
+    from gate.proof.aggregate import AggregateError, aggregate, shard_patch
     from gate.receipt.files import PATCH_DIFF
 
     keys = _load_keys(args.key)
@@ -729,7 +729,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_apply(args: argparse.Namespace) -> int:
-    from gate.promote import ApplyDiverged, ApplyRefused, apply_receipt
+    from gate.proof.promote import ApplyDiverged, ApplyRefused, apply_receipt
 
     keys = _load_keys(args.key)
     patch_path: Path = args.patch or args.receipt.parent / "patch.diff"
@@ -761,7 +761,8 @@ def _has_signatures(envelope: bytes) -> bool:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from gate import receipt, render
+    from gate import receipt
+    from gate.faces import render
 
     envelope = _read(args.receipt, "receipt")
     try:
@@ -849,8 +850,9 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
 
 
 def _cmd_approve(args: argparse.Namespace) -> int:
-    from gate import approval, receipt
-    from gate.timefmt import rfc3339
+    from gate import receipt
+    from gate.proof import approval
+    from gate.util.timefmt import rfc3339
 
     key = receipt.load_private_key(_read(args.key, "--key"), source=str(args.key))
     patch_sha256, fingerprint = args.patch_sha256, args.policy_fingerprint
@@ -881,7 +883,7 @@ def _cmd_approve(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from gate.demo import run_demo
+    from gate.faces.demo import run_demo
 
     return run_demo(out=args.out, image=args.image)
 

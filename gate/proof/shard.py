@@ -25,10 +25,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gate.canonical import canonical_json
 from gate.differential.junit import TestId, TestOutcome
 from gate.errors import UsageError
 from gate.model import CheckSpec, Config, JsonDict, ShardFilter
+from gate.util.canonical import canonical_json
 
 __all__ = [
     "ShardSpec",

@@ -50,7 +50,7 @@ class RunEvidence:
     interrupted: bool = False
     forged_reports: tuple[str, ...] = ()  # junit paths the patch itself supplies
     # check -> the witness's findings in checks no differential judged
-    # (gate/differential/witness.py)
+    # (gate/witness/judge.py)
     tampered: tuple[tuple[str, str], ...] = ()
     differentials: tuple[DifferentialReport, ...] = ()  # SPEC §3.1, one per check with junit
 

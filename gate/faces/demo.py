@@ -21,7 +21,7 @@ import pygit2
 from gate import receipt
 from gate.git.repo import GitRepository
 from gate.model import Verdict
-from gate.prove import ProofRun, ProveRequest, prove
+from gate.proof.prove import ProofRun, ProveRequest, prove
 from gate.sandbox.docker import DockerSandbox
 
 log = logging.getLogger("gate")

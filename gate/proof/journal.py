@@ -13,8 +13,8 @@ import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
-from gate.canonical import canonical_json
 from gate.model import JsonDict
+from gate.util.canonical import canonical_json
 
 __all__ = ["GENESIS", "Journal", "canonical_json", "event_hash", "verify_chain"]
 

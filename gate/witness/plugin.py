@@ -748,7 +748,7 @@ def _replaced_by(value):
 
 def _plugin_detail(plugin):
     """A registered plugin's name and the file that defines it: proofgate waives a finding
-    the base run shows too only for the very same detail (gate/differential/witness.py)."""
+    the base run shows too only for the very same detail (gate/witness/judge.py)."""
     name = _getattr(plugin, "__name__", None) or _type(plugin).__name__
     path = _getattr(plugin, "__file__", None)
     if not _isinstance(path, str):
