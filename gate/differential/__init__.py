@@ -40,7 +40,7 @@ from gate.model import (
     ReasonCode,
 )
 from gate.policy.paths import DEFAULT_TESTS, glob_match, selects_tests
-from gate.proof.journal import canonical_json
+from gate.util.canonical import canonical_json
 
 __all__ = [
     "DEFAULT_TESTS",

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, cast
 from gate import policy, receipt
 from gate.config import DEFAULT_CONFIG_PATH, checked_document, load_config, schema_digest
 from gate.differential import DifferentialReport, junitpath, wants_a_person
-from gate.errors import RepoError, UsageError
+from gate.errors import UsageError
 from gate.faces import render
 from gate.git.interface import (
     EvidenceSource,
@@ -46,14 +46,11 @@ from gate.model import (
     PolicyResult,
     PolicySpec,
     Reason,
-    ReasonCode,
     Sha256,
-    ShardFilter,
-    TreeId,
     Trigger,
     Verdict,
-    worst,
 )
+from gate.proof import shard
 from gate.proof.journal import Journal
 from gate.proof.policy_run import TagOracle, judge_policy
 from gate.proof.shard import ShardSpec, Split
@@ -63,6 +60,8 @@ from gate.util.timefmt import rfc3339
 from gate.witness import judge as witness
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     from gate.sandbox.interface import Sandbox
 
 # The sandbox and the differential's runs (with the Docker SDK behind them) are imported
@@ -427,7 +426,7 @@ def _shared(factory: Callable[[], Sandbox]) -> Callable[[], Sandbox]:
 
 def _ask_approval(
     approver: Approver, ev: Evidence, result: PolicyResult, journal: Journal
-) -> tuple[Approval | None, str | None]:
+) -> _Asked:
     approval: Approval | None = None
     error: str | None = None
     try:
@@ -440,7 +439,7 @@ def _ask_approval(
         approver=approval.approver if approval else None,
         error=error,
     )
-    return approval, error
+    return _Asked(approval=approval, error=error)
 
 
 def prove(
@@ -457,6 +456,12 @@ def prove(
     tag look-ups that verify pin bumps (the Action: the GitHub API); without it (a local
     run) a pin bump stays held.
 
+    The stages of SPEC §1-§3, in order, each over the frozen values of those before it
+    (docs/architecture.md walks them): evidence -> configuration -> policy -> (a person,
+    on a HOLD) -> plan of runs -> runs -> (a person, on what the runs found) -> judgement
+    -> receipt. A shard (SPEC §3.3) is a transformation of the plan and of the outcome,
+    owned by gate/proof/shard.py.
+
     Raises:
         RepoError: a revision or the repository cannot be read (exit 2).
         ConfigError: the configuration is malformed (exit 2).
@@ -471,10 +476,95 @@ def prove(
         if request.signing_key_pem is not None
         else None
     )
+    captured = _capture(request, evidence, clock=clock, on_event=on_event)
+    configured = _configure(request, evidence, captured)
+    policy_result = _apply_policy(request, evidence, captured, configured, tags)
+    asked = _ask_on_hold(approver, captured, policy_result)
+    plan = _plan_runs(request, evidence, captured, configured, policy_result)
+    ran = _run(request, evidence, sandbox, captured, configured, plan)
+    asked = _ask_after_runs(request, approver, captured, policy_result, plan, ran, asked)
+    judged = _judge(request, captured, configured, plan, policy_result, asked, ran)
+    return _sign_receipt(
+        request,
+        evidence,
+        captured,
+        configured,
+        plan,
+        policy_result,
+        ran,
+        judged,
+        signing_key=signing_key,
+        clock=clock,
+    )
+
+
+# -- the stages, in prove()'s order ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Captured:
+    """SPEC §1: the change as git holds it, with the journal that records the proof."""
+
+    ev: Evidence
+    journal: Journal
+    started: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Configured:
+    """SPEC §2: the configuration (None: none found) and whether the patch left it alone."""
+
+    config: Config | None
+    source: ConfigSource | None
+    trusted: bool
+    policy: PolicySpec
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """A person's approval of this patch and policy, or why an offered one does not count."""
+
+    approval: Approval | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What runs: the checks (a shard's share of them) and the split they came from; with
+    `runs` false (DENY, `proofgate policy`, an untrusted or missing configuration, no
+    proven tree) nothing does."""
+
+    config: Config | None
+    split: Split | None
+    runs: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Ran:
+    """What the clean room produced: the checks' results and the differential's runs."""
+
+    room: _CleanRoom
+    forged: tuple[str, ...] = ()
+    diffs: tuple[DifferentialReport, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    run: RunEvidence
+    outcome: Outcome  # what the receipt says (a shard's: at best INCONCLUSIVE)
+    own: Outcome  # over what ran here (a shard's own verdict over its share)
+
+
+def _capture(
+    request: ProveRequest,
+    evidence: EvidenceSource,
+    *,
+    clock: Callable[[], float],
+    on_event: Callable[[JsonDict], None] | None,
+) -> _Captured:
     started = clock()
     journal = Journal(clock=time.monotonic, on_event=on_event)
     journal.append("run-started", base=request.base, head=request.head, proof=request.proof_id)
-
     ev = evidence.capture(request.base, request.head)
     journal.append(
         "evidence-captured",
@@ -487,123 +577,202 @@ def prove(
         coverage_complete=ev.coverage.complete,
         reasons=[r.code.value for r in ev.reasons],
     )
+    return _Captured(ev=ev, journal=journal, started=started)
 
-    config, config_source = _load_config(request, evidence, ev)
-    journal.append(
+
+def _configure(request: ProveRequest, evidence: EvidenceSource, captured: _Captured) -> _Configured:
+    config, source = _load_config(request, evidence, captured.ev)
+    captured.journal.append(
         "config-loaded",
         found=config is not None,
-        source=config_source.to_dict() if config_source else None,
+        source=source.to_dict() if source else None,
+    )
+    return _Configured(
+        config=config,
+        source=source,
+        trusted=config is not None and not _config_changed_by_patch(request, captured.ev),
+        policy=config.policy if config is not None else PolicySpec(),
     )
 
-    spec = config.policy if config is not None else PolicySpec()
-    result = judge_policy(evidence, ev, spec, config_path=request.config_path, tags=tags)
-    journal.append(
+
+def _apply_policy(
+    request: ProveRequest,
+    evidence: EvidenceSource,
+    captured: _Captured,
+    configured: _Configured,
+    tags: TagOracle | None,
+) -> PolicyResult:
+    result = judge_policy(
+        evidence, captured.ev, configured.policy, config_path=request.config_path, tags=tags
+    )
+    captured.journal.append(
         "policy-decided",
         decision=result.decision.value,
         fingerprint=result.fingerprint,
         findings=len(result.findings),
     )
+    return result
 
-    approval: Approval | None = None
-    approval_error: str | None = None
-    if result.decision is Decision.HOLD and approver is not None:
-        approval, approval_error = _ask_approval(approver, ev, result, journal)
 
-    trusted = config is not None and not _config_changed_by_patch(request, ev)
+def _ask_on_hold(approver: Approver | None, captured: _Captured, result: PolicyResult) -> _Asked:
+    if result.decision is not Decision.HOLD or approver is None:
+        return _Asked()
+    return _ask_approval(approver, captured.ev, result, captured.journal)
+
+
+def _plan_runs(
+    request: ProveRequest,
+    evidence: EvidenceSource,
+    captured: _Captured,
+    configured: _Configured,
+    result: PolicyResult,
+) -> _Plan:
+    config, ev = configured.config, captured.ev
     split: Split | None = None
     if request.shard is not None and config is not None and ev.proven_tree is not None:
-        split = _split(config, ev, evidence, request.shard.count, request.balance)
-        config = _shard_config(config, split, request.shard, journal)
-    room = _CleanRoom()
-    forged: tuple[str, ...] = ()
-    diffs: tuple[DifferentialReport, ...] = ()
-    if (
+        config, split = shard.plan(
+            config, ev, evidence, request.shard, request.balance, captured.journal
+        )
+    runs = (
         request.run_checks
         and config is not None
-        and trusted  # SPEC §3 (3): rules the patch wrote run nothing
+        and configured.trusted  # SPEC §3 (3): rules the patch wrote run nothing
         and ev.proven_tree is not None
         and result.decision is not Decision.DENY  # SPEC §3: DENY runs no untrusted code
-    ):
-        from gate.differential import runs as differential_runs
+    )
+    return _Plan(config=config, split=split, runs=runs)
 
-        forged = _forged_reports(config, ev, evidence)
-        digest = config_source.blob if config_source is not None else ""
-        made: list[Sandbox] = []
 
-        def make() -> Sandbox:
-            made[:] = [sandbox(request.proof_id)]
-            return made[0]
+def _run(
+    request: ProveRequest,
+    evidence: EvidenceSource,
+    sandbox: Callable[[str], Sandbox],
+    captured: _Captured,
+    configured: _Configured,
+    plan: _Plan,
+) -> _Ran:
+    """The checks, each in a fresh container, beside the differential's runs (SPEC §3.1);
+    one sandbox for all of them, and whatever still carries the proof's id is removed
+    once every check has ended."""
+    if not plan.runs or plan.config is None:
+        return _Ran(room=_CleanRoom())
+    from gate.differential import runs as differential_runs
 
-        factory = _shared(make)  # one sandbox for the checks and every differential run
+    config, ev, journal = plan.config, captured.ev, captured.journal
+    forged = _forged_reports(config, ev, evidence)
+    made: list[Sandbox] = []
+
+    def make() -> Sandbox:
+        made[:] = [sandbox(request.proof_id)]
+        return made[0]
+
+    factory = _shared(make)  # one sandbox for the checks and every differential run
+    try:
+        pending = differential_runs.start(
+            config,
+            ev,
+            evidence,
+            factory,
+            journal,
+            config_digest=configured.source.blob if configured.source is not None else "",
+            cache=differential_runs.cache_dir(),
+        )
         try:
-            pending = differential_runs.start(
-                config,
-                ev,
-                evidence,
-                factory,
-                journal,
-                config_digest=digest,
-                cache=differential_runs.cache_dir(),
-            )
-            try:
-                room = _run_checks(config, ev, evidence, factory, journal)
-                if room.interrupted:
-                    pending.stop()  # the differential's runs end too
-                diffs = pending.finish(room.results, dict(spec.rules))  # SPEC §3.1
-            finally:
-                pending.close()
+            room = _run_checks(config, ev, evidence, factory, journal)
+            if room.interrupted:
+                pending.stop()  # the differential's runs end too
+            diffs = pending.finish(room.results, dict(configured.policy.rules))  # SPEC §3.1
         finally:
-            # every check has ended: whatever still carries the proof's id is a leftover
-            if made:
-                swept = made[0].sweep()
-                if swept:
-                    journal.append("leftovers-removed", removed=list(swept))
-        # SPEC §3.1: a changed expectation or a lost test waits for a person, as a HOLD does
-        if (
-            approval is None
-            and approval_error is None
-            and approver is not None
-            and wants_a_person(diffs)
-        ):
-            approval, approval_error = _ask_approval(approver, ev, result, journal)
-        elif approval is None and approval_error is None and approver is not None and split:
-            # SPEC §3.3: a lost test is judged over the union, by the aggregate; a valid
-            # approval of this patch goes into the shard receipt for it to release
-            approval, _refused = _ask_approval(approver, ev, result, journal)
+            pending.close()
+    finally:
+        # every check has ended: whatever still carries the proof's id is a leftover
+        if made:
+            swept = made[0].sweep()
+            if swept:
+                journal.append("leftovers-removed", removed=list(swept))
+    return _Ran(room=room, forged=forged, diffs=diffs)
 
+
+def _ask_after_runs(
+    request: ProveRequest,
+    approver: Approver | None,
+    captured: _Captured,
+    result: PolicyResult,
+    plan: _Plan,
+    ran: _Ran,
+    asked: _Asked,
+) -> _Asked:
+    """SPEC §3.1: a changed expectation or a lost test waits for a person, as a HOLD does;
+    SPEC §3.3: a shard asks anyway, since a lost test is judged over the union by the
+    aggregate, and a valid approval of this patch goes into the shard receipt for it."""
+    if not plan.runs or approver is None or asked.approval is not None or asked.error is not None:
+        return asked
+    if wants_a_person(ran.diffs):
+        return _ask_approval(approver, captured.ev, result, captured.journal)
+    if plan.split:
+        got = _ask_approval(approver, captured.ev, result, captured.journal)
+        return _Asked(approval=got.approval)  # a refusal is the aggregate's to record
+    return asked
+
+
+def _judge(
+    request: ProveRequest,
+    captured: _Captured,
+    configured: _Configured,
+    plan: _Plan,
+    result: PolicyResult,
+    asked: _Asked,
+    ran: _Ran,
+) -> _Judged:
+    config, room = plan.config, ran.room
     run = RunEvidence(
-        evidence=ev,
+        evidence=captured.ev,
         config_found=config is not None,
-        config_trusted=trusted,
+        config_trusted=configured.trusted,
         checks=config.checks if config is not None else (),
         policy=result,
-        approval=approval,
-        approval_error=approval_error,
+        approval=asked.approval,
+        approval_error=asked.error,
         sandbox_error=room.sandbox_error,
         image=room.image,
         image_error=room.image_error,
         results=room.results,
         unsafe_tree=room.unsafe_tree,
         interrupted=room.interrupted,
-        forged_reports=forged,
-        differentials=diffs,
-        tampered=_unjudged_tampering(config, room.results, diffs),
+        forged_reports=ran.forged,
+        differentials=ran.diffs,
+        tampered=_unjudged_tampering(config, room.results, ran.diffs),
     )
-    outcome = decide(run) if request.run_checks else preflight(run)
-    own = outcome
-    if request.shard is not None:
-        outcome = _as_shard(outcome, request.shard)
-    journal.append(
+    own = decide(run) if request.run_checks else preflight(run)
+    outcome = shard.outcome(own, request.shard) if request.shard is not None else own
+    captured.journal.append(
         "verdict", verdict=outcome.verdict.value, reasons=[r.code.value for r in outcome.reasons]
     )
+    return _Judged(run=run, outcome=outcome, own=own)
 
+
+def _sign_receipt(
+    request: ProveRequest,
+    evidence: EvidenceSource,
+    captured: _Captured,
+    configured: _Configured,
+    plan: _Plan,
+    result: PolicyResult,
+    ran: _Ran,
+    judged: _Judged,
+    *,
+    signing_key: Ed25519PrivateKey | None,
+    clock: Callable[[], float],
+) -> ProofRun:
+    """SPEC §4: the predicate, the in-toto statement over it, the DSSE envelope."""
+    ev = captured.ev
     built = receipt.build_predicate(
-        outcome=outcome,
-        run=run,
-        config_source=config_source,
-        config=config,
-        journal=journal,
-        started_at=rfc3339(started),
+        outcome=judged.outcome,
+        run=judged.run,
+        config_source=configured.source,
+        config=plan.config,
+        journal=captured.journal,
+        started_at=rfc3339(captured.started),
         finished_at=rfc3339(clock()),
         trigger=request.trigger,
         builder=request.builder,
@@ -611,11 +780,20 @@ def prove(
     # `proofgate policy` ran nothing: its output is a pre-flight, never a verdict.
     report = built if request.run_checks else receipt.Preflight(predicate=built)
     predicate = report.to_dict()
-    if room.engine_id is not None:
-        predicate["docker"] = {"engine_id": room.engine_id}
-    if request.shard is not None and split is not None:
-        predicate["shard"] = _shard_section(
-            request.shard, split, own, room, diffs, ev, evidence, config, dict(spec.rules)
+    if ran.room.engine_id is not None:
+        predicate["docker"] = {"engine_id": ran.room.engine_id}
+    if request.shard is not None and plan.split is not None:
+        predicate["shard"] = shard.receipt_section(
+            request.shard,
+            plan.split,
+            judged.own,
+            ran.room.results,
+            ran.room.image,
+            ran.diffs,
+            ev,
+            evidence,
+            plan.config,
+            dict(configured.policy.rules),
         )
     statement = receipt.build_statement(
         predicate,
@@ -625,8 +803,8 @@ def prove(
     )
     envelope = receipt.sign(receipt.serialize(statement), signing_key)
     return ProofRun(
-        verdict=outcome.verdict,
-        reasons=outcome.reasons,
+        verdict=judged.outcome.verdict,
+        reasons=judged.outcome.reasons,
         policy_decision=result.decision,
         predicate=predicate,
         statement=statement,
@@ -634,142 +812,5 @@ def prove(
         patch=ev.patch.data,
         markdown=render.to_markdown(predicate, signed=signing_key is not None),
         signed=signing_key is not None,
-        shard_verdict=own.verdict if request.shard is not None else None,
-    )
-
-
-# -- shards (SPEC §3.3) -------------------------------------------------------------------
-
-
-def _test_files(spec: CheckSpec, tree: TreeId, evidence: EvidenceSource) -> dict[bytes, bytes]:
-    """The `.py` files of `tree` the check's `tests` globs (and conftests) select."""
-    from gate import differential
-    from gate.differential.runs import MAX_TEST_SOURCE_BYTES
-
-    is_test = differential.selector((*(spec.tests or differential.DEFAULT_TESTS), "**/conftest.py"))
-    try:
-        got = evidence.read_tree_files(
-            tree, lambda p: p.endswith(b".py") and is_test(p), max_bytes=MAX_TEST_SOURCE_BYTES
-        )
-    except RepoError:
-        return {}
-    return got or {}
-
-
-def _split(
-    config: Config,
-    ev: Evidence,
-    evidence: EvidenceSource,
-    count: int,
-    balance: Mapping[str, Mapping[str, float]] | None,
-) -> Split:
-    """The split every shard computes alike: from the base tree (and `balance`)."""
-    from gate.proof import shard
-
-    files: dict[str, dict[str, tuple[str, ...] | None]] = {}
-    for spec in config.checks:
-        if spec.junit is None:
-            continue
-        units = {
-            p.decode("utf-8", "surrogateescape"): shard.top_level_tests(data)
-            for p, data in _test_files(spec, ev.base.tree, evidence).items()
-        }
-        files[spec.name] = {p: u for p, u in units.items() if u is None or u}
-    return shard.compute_split(config.checks, files, count, balance)
-
-
-def _shard_config(config: Config, split: Split, which: ShardSpec, journal: Journal) -> Config:
-    from gate.proof import shard
-
-    journal.append(
-        "shard-split",
-        index=which.index,
-        count=which.count,
-        split_sha256=split.sha256,
-        checks={
-            c.name: (
-                {"whole": c.owner} if c.owner else {"files": split.files_of(c.name, which.index)}
-            )
-            for c in split.checks
-        },
-    )
-    log.info("shard %s: split %s", which, split.sha256[:12])
-    return shard.apply(config, split, which)
-
-
-def _in_share(filt: ShardFilter, path: bytes) -> bool:
-    """The file's tests run here (a file split by unit: some of them may)."""
-    text = path.decode("utf-8", "surrogateescape")
-    return text in filt.by_unit or filt.shard_of(text) == filt.index
-
-
-def _as_shard(outcome: Outcome, which: ShardSpec) -> Outcome:
-    """SPEC §3.3: a shard receipt never verifies as a whole proof, not even for a verifier
-    that knows nothing of shards: its verdict is at best INCONCLUSIVE `shard-partial`."""
-    partial = Reason(
-        code=ReasonCode.SHARD_PARTIAL,
-        message=f"this receipt proves shard {which} only (its own verdict: "
-        f"{outcome.verdict.value}); `proofgate aggregate` combines the {which.count} shard "
-        "receipts into one proof",
-    )
-    return Outcome(
-        verdict=worst([outcome.verdict, Verdict.INCONCLUSIVE]),
-        reasons=(*outcome.reasons, partial),
-    )
-
-
-def _shard_section(
-    which: ShardSpec,
-    split: Split,
-    own: Outcome,
-    room: _CleanRoom,
-    diffs: tuple[DifferentialReport, ...],
-    ev: Evidence,
-    evidence: EvidenceSource,
-    config: Config | None,
-    rules: Mapping[str, Decision],
-) -> JsonDict:
-    from gate import differential
-    from gate.proof import shard
-
-    by_name = {s.name: s for s in (config.checks if config is not None else ())}
-    results = {r.name: r for r in room.results}
-    changed = frozenset(p for e in ev.inventory for p in (e.path, e.old_path) if p is not None)
-    checks: dict[str, JsonDict] = {}
-    for report in diffs:
-        spec = by_name.get(report.check)
-        if spec is None or spec.shard is None or not report.ran:
-            continue
-        filt = spec.shard
-        base_files = _test_files(spec, ev.base.tree, evidence)
-        head_files = _test_files(spec, ev.head.tree, evidence)
-        prints = {
-            k: v
-            for files in (base_files, head_files)
-            for k, v in differential.fingerprints(
-                {p: d for p, d in files.items() if _in_share(filt, p)}
-            ).items()
-        }
-        is_test = differential.selector(
-            (*(spec.tests or differential.DEFAULT_TESTS), "**/conftest.py")
-        )
-        head = results.get(spec.name)
-        durations = (
-            shard.file_durations(head.junit_report, tuple(head_files))
-            if head is not None and head.junit_report is not None
-            else {}
-        )
-        checks[spec.name] = shard.check_section(
-            runs={r.name: (r.outcomes, r.problem) for r in report.runs},
-            fingerprints=prints,
-            nontest_changed=any(not is_test(p) for p in changed),
-            no_proving_decision=rules.get(differential.NO_PROVING_TEST, Decision.ALLOW).value,
-            durations=durations,
-        )
-    return shard.section(
-        shard=which,
-        split=split,
-        own_verdict=own.verdict.value,
-        image_digest=room.image.digest if room.image is not None else None,
-        checks=checks,
+        shard_verdict=judged.own.verdict if request.shard is not None else None,
     )

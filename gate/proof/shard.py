@@ -1,4 +1,7 @@
-"""SPEC §3.3: a proof split over CI jobs. Pure: the split, its digest, a shard's config.
+"""SPEC §3.3: a proof split over CI jobs, owned here: prove() hands its plan of runs to
+`plan` (the split, this shard's share of the checks), its outcome to `outcome` (a shard
+receipt is never a whole proof) and asks `receipt_section` for what the aggregate needs.
+The split itself, its digest and a shard's config are pure functions below.
 
 Every shard of a proof computes the same split from the same inputs: the base tree's test
 files (per check with `junit`) and, when given, recorded per-file test durations (from a
@@ -21,14 +24,38 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gate.differential.junit import TestId, TestOutcome
-from gate.errors import UsageError
-from gate.model import CheckSpec, Config, JsonDict, ShardFilter
+from gate.errors import RepoError, UsageError
+from gate.model import (
+    CheckResult,
+    CheckSpec,
+    Config,
+    Decision,
+    Evidence,
+    ImageRef,
+    JsonDict,
+    Reason,
+    ReasonCode,
+    ShardFilter,
+    TreeId,
+    Verdict,
+    worst,
+)
 from gate.util.canonical import canonical_json
+
+if TYPE_CHECKING:
+    from gate.differential import DifferentialReport
+    from gate.git.interface import EvidenceSource
+    from gate.proof.journal import Journal
+    from gate.proof.verdict import Outcome
+
+log = logging.getLogger("gate")
 
 __all__ = [
     "ShardSpec",
@@ -36,7 +63,10 @@ __all__ = [
     "apply",
     "compute_split",
     "defines_tests",
+    "outcome",
     "parse_shard",
+    "plan",
+    "receipt_section",
     "top_level_tests",
 ]
 
@@ -348,3 +378,149 @@ def recorded_durations(predicate: Mapping[str, object]) -> dict[str, dict[str, f
         if isinstance(c, dict):
             take(c.get("name"), c.get("durations"))
     return out
+
+
+# -- prove()'s side: the plan of runs, the outcome, the receipt's section ----------------
+
+
+def plan(
+    config: Config,
+    ev: Evidence,
+    evidence: EvidenceSource,
+    which: ShardSpec,
+    balance: Mapping[str, Mapping[str, float]] | None,
+    journal: Journal,
+) -> tuple[Config, Split]:
+    """This shard's share of the checks, and the split every shard computes alike: from
+    the base tree (and `balance`, recorded durations from a verified receipt)."""
+    split = _split(config, ev, evidence, which.count, balance)
+    journal.append(
+        "shard-split",
+        index=which.index,
+        count=which.count,
+        split_sha256=split.sha256,
+        checks={
+            c.name: (
+                {"whole": c.owner} if c.owner else {"files": split.files_of(c.name, which.index)}
+            )
+            for c in split.checks
+        },
+    )
+    log.info("shard %s: split %s", which, split.sha256[:12])
+    return apply(config, split, which), split
+
+
+def outcome(own: Outcome, which: ShardSpec) -> Outcome:
+    """SPEC §3.3: a shard receipt never verifies as a whole proof, not even for a verifier
+    that knows nothing of shards: its verdict is at best INCONCLUSIVE `shard-partial`."""
+    from gate.proof.verdict import Outcome
+
+    partial = Reason(
+        code=ReasonCode.SHARD_PARTIAL,
+        message=f"this receipt proves shard {which} only (its own verdict: "
+        f"{own.verdict.value}); `proofgate aggregate` combines the {which.count} shard "
+        "receipts into one proof",
+    )
+    return Outcome(
+        verdict=worst([own.verdict, Verdict.INCONCLUSIVE]),
+        reasons=(*own.reasons, partial),
+    )
+
+
+def receipt_section(
+    which: ShardSpec,
+    split: Split,
+    own: Outcome,
+    results: tuple[CheckResult, ...],
+    image: ImageRef | None,
+    diffs: tuple[DifferentialReport, ...],
+    ev: Evidence,
+    evidence: EvidenceSource,
+    config: Config | None,
+    rules: Mapping[str, Decision],
+) -> JsonDict:
+    """The predicate's `shard` (see `section`), per split check from the differential's
+    runs of this shard's share."""
+    from gate import differential
+
+    by_name = {s.name: s for s in (config.checks if config is not None else ())}
+    by_result = {r.name: r for r in results}
+    changed = frozenset(p for e in ev.inventory for p in (e.path, e.old_path) if p is not None)
+    checks: dict[str, JsonDict] = {}
+    for report in diffs:
+        spec = by_name.get(report.check)
+        if spec is None or spec.shard is None or not report.ran:
+            continue
+        filt = spec.shard
+        base_files = _test_files(spec, ev.base.tree, evidence)
+        head_files = _test_files(spec, ev.head.tree, evidence)
+        prints = {
+            k: v
+            for files in (base_files, head_files)
+            for k, v in differential.fingerprints(
+                {p: d for p, d in files.items() if _in_share(filt, p)}
+            ).items()
+        }
+        is_test = differential.selector(
+            (*(spec.tests or differential.DEFAULT_TESTS), "**/conftest.py")
+        )
+        head = by_result.get(spec.name)
+        durations = (
+            file_durations(head.junit_report, tuple(head_files))
+            if head is not None and head.junit_report is not None
+            else {}
+        )
+        checks[spec.name] = check_section(
+            runs={r.name: (r.outcomes, r.problem) for r in report.runs},
+            fingerprints=prints,
+            nontest_changed=any(not is_test(p) for p in changed),
+            no_proving_decision=rules.get(differential.NO_PROVING_TEST, Decision.ALLOW).value,
+            durations=durations,
+        )
+    return section(
+        shard=which,
+        split=split,
+        own_verdict=own.verdict.value,
+        image_digest=image.digest if image is not None else None,
+        checks=checks,
+    )
+
+
+def _test_files(spec: CheckSpec, tree: TreeId, evidence: EvidenceSource) -> dict[bytes, bytes]:
+    """The `.py` files of `tree` the check's `tests` globs (and conftests) select."""
+    from gate import differential
+    from gate.differential.runs import MAX_TEST_SOURCE_BYTES
+
+    is_test = differential.selector((*(spec.tests or differential.DEFAULT_TESTS), "**/conftest.py"))
+    try:
+        got = evidence.read_tree_files(
+            tree, lambda p: p.endswith(b".py") and is_test(p), max_bytes=MAX_TEST_SOURCE_BYTES
+        )
+    except RepoError:
+        return {}
+    return got or {}
+
+
+def _split(
+    config: Config,
+    ev: Evidence,
+    evidence: EvidenceSource,
+    count: int,
+    balance: Mapping[str, Mapping[str, float]] | None,
+) -> Split:
+    files: dict[str, dict[str, tuple[str, ...] | None]] = {}
+    for spec in config.checks:
+        if spec.junit is None:
+            continue
+        units = {
+            p.decode("utf-8", "surrogateescape"): top_level_tests(data)
+            for p, data in _test_files(spec, ev.base.tree, evidence).items()
+        }
+        files[spec.name] = {p: u for p, u in units.items() if u is None or u}
+    return compute_split(config.checks, files, count, balance)
+
+
+def _in_share(filt: ShardFilter, path: bytes) -> bool:
+    """The file's tests run here (a file split by unit: some of them may)."""
+    text = path.decode("utf-8", "surrogateescape")
+    return text in filt.by_unit or filt.shard_of(text) == filt.index
