@@ -31,9 +31,9 @@ from collections.abc import Iterator
 import docker
 
 from gate.model import CheckSpec, Command, Limits, Phase
-from gate.proof.journal import Journal
 from gate.sandbox.docker import DockerSandbox
 from gate.sandbox.egress import UNSAFE_ALLOW_NETS_ENV, UNSAFE_HOSTS_ENV, UNSAFE_NETWORK_ENV
+from gate.util.journal import Journal
 
 IMAGE = "proofgate/cleanroom:latest"
 HOST = "registry.proofgate.test"

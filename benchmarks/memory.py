@@ -40,7 +40,7 @@ _CHECK = (
     _PRELUDE
     + """
 import io, tarfile
-from gate.proof.journal import Journal
+from gate.util.journal import Journal
 from gate.model import CheckSpec, Command, Limits, Phase
 from gate.sandbox.docker import DockerSandbox
 from gate.proof.verdict import parse_junit

@@ -32,8 +32,8 @@ import time
 from collections.abc import Callable, Iterator
 
 from gate.model import CheckSpec, Command, Limits, Phase
-from gate.proof.journal import Journal
 from gate.sandbox.docker import DockerSandbox
+from gate.util.journal import Journal
 
 IMAGE = "proofgate/cleanroom:latest"
 TEST_MODULES = 40

@@ -32,8 +32,8 @@ from gate.model import (
     PhaseResult,
     Sha256,
 )
-from gate.proof.journal import Journal
 from gate.sandbox.interface import ImageError, SandboxError
+from gate.util.journal import Journal
 
 IMAGE_ID = "sha256:" + "5" * 64
 

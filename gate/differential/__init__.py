@@ -1,6 +1,6 @@
 """SPEC §3.1: the base's tests judge the change. Pure comparison over per-test outcomes.
 
-Runs (each a fresh container, see `gate.differential.runs`): head (the proven tree), base
+Runs (each a fresh container, see `gate.proof.runs`): head (the proven tree), base
 (the base tree), trusted (the proven tree with the base's test files and harness) and,
 with `differential: full`, proving (the base tree with the head's test files).
 

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from gate.errors import GateError, UsageError
-from gate.faces import render
 from gate.git.fetch import fetch_private
 from gate.github.approvals import ReviewApprover, how_to_approve
 from gate.github.checks import (
@@ -55,6 +54,7 @@ from gate.github.workflow import (
     set_outputs,
 )
 from gate.model import JsonDict, Verdict
+from gate.receipt import render
 from gate.receipt.predicate import Builder
 from gate.receipt.verify import branch_ref
 

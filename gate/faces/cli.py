@@ -762,7 +762,7 @@ def _has_signatures(envelope: bytes) -> bool:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from gate import receipt
-    from gate.faces import render
+    from gate.receipt import render
 
     envelope = _read(args.receipt, "receipt")
     try:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from gate.faces.render import inline_code
 from gate.github.events import Target
 from gate.github.interface import ChecksAPI
 from gate.model import Approval, Sha256
+from gate.receipt.render import inline_code
 
 __all__ = ["WRITE_PERMISSIONS", "ReviewApprover", "how_to_approve"]
 

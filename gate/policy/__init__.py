@@ -46,7 +46,7 @@ from gate.policy.paths import (
 )
 from gate.policy.pinbump import MAX_LOOKUPS, PinTags, TagAnswer, lookups, pin_candidate, pin_moves
 from gate.policy.testing import is_pytest_config
-from gate.proof.journal import canonical_json
+from gate.util.journal import canonical_json
 
 __all__ = [
     "CATALOG_VERSION",

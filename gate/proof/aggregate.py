@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING
 from gate import differential, receipt
 from gate.differential import HELD_CODES, Run
 from gate.differential.junit import TestId, TestOutcome
-from gate.faces import render
 from gate.model import Decision, DifferentialMode, JsonDict, Reason, ReasonCode, Verdict, worst
-from gate.proof.journal import Journal
 from gate.proof.verdict import verdict_for
+from gate.receipt import render
 from gate.receipt.predicate import Builder
+from gate.util.journal import Journal
 from gate.util.timefmt import rfc3339
 
 if TYPE_CHECKING:

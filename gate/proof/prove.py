@@ -25,7 +25,6 @@ from gate import policy, receipt
 from gate.config import DEFAULT_CONFIG_PATH, checked_document, load_config, schema_digest
 from gate.differential import DifferentialReport, junitpath, wants_a_person
 from gate.errors import UsageError
-from gate.faces import render
 from gate.git.interface import (
     EvidenceSource,
     UnsafeTreeError,
@@ -51,11 +50,12 @@ from gate.model import (
     Verdict,
 )
 from gate.proof import shard
-from gate.proof.journal import Journal
 from gate.proof.policy_run import TagOracle, judge_policy
 from gate.proof.shard import ShardSpec, Split
 from gate.proof.verdict import Outcome, RunEvidence, decide, preflight
+from gate.receipt import render
 from gate.util import usercache
+from gate.util.journal import Journal
 from gate.util.timefmt import rfc3339
 from gate.witness import judge as witness
 
@@ -656,7 +656,7 @@ def _run(
     once every check has ended."""
     if not plan.runs or plan.config is None:
         return _Ran(room=_CleanRoom())
-    from gate.differential import runs as differential_runs
+    from gate.proof import runs as differential_runs
 
     config, ev, journal = plan.config, captured.ev, captured.journal
     forged = _forged_reports(config, ev, evidence)

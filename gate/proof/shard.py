@@ -52,8 +52,8 @@ from gate.util.canonical import canonical_json
 if TYPE_CHECKING:
     from gate.differential import DifferentialReport
     from gate.git.interface import EvidenceSource
-    from gate.proof.journal import Journal
     from gate.proof.verdict import Outcome
+    from gate.util.journal import Journal
 
 log = logging.getLogger("gate")
 
@@ -489,7 +489,7 @@ def receipt_section(
 def _test_files(spec: CheckSpec, tree: TreeId, evidence: EvidenceSource) -> dict[bytes, bytes]:
     """The `.py` files of `tree` the check's `tests` globs (and conftests) select."""
     from gate import differential
-    from gate.differential.runs import MAX_TEST_SOURCE_BYTES
+    from gate.proof.runs import MAX_TEST_SOURCE_BYTES
 
     is_test = differential.selector((*(spec.tests or differential.DEFAULT_TESTS), "**/conftest.py"))
     try:

@@ -32,8 +32,8 @@ from gate.receipt.canonical import canonical_json
 from gate.receipt.errors import ReceiptError
 
 if TYPE_CHECKING:
-    from gate.proof.journal import Journal
     from gate.proof.verdict import Outcome, RunEvidence
+    from gate.util.journal import Journal
 
 PREDICATE_TYPE: Final = "https://proofgate.dev/receipt/v1"
 STATEMENT_TYPE: Final = "https://in-toto.io/Statement/v1"

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from gate.model import JsonDict, TriggerKind, Verdict
-from gate.proof import journal
 from gate.receipt.canonical import parse_json
 from gate.receipt.dsse import MAX_RECEIPT_BYTES, PAYLOAD_TYPE, open_envelope, parse_envelope
 from gate.receipt.errors import ReceiptError, VerificationError
@@ -40,6 +39,7 @@ from gate.receipt.predicate import (
     SUBJECT_TREE,
     Predicate,
 )
+from gate.util import journal
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey

@@ -68,7 +68,6 @@ from gate.model import (
     PhaseResult,
     Sha256,
 )
-from gate.proof.journal import Journal
 from gate.sandbox import bytecode, envcache, envdiff
 from gate.sandbox.copy_in import close_iterator, copy_tree
 from gate.sandbox.egress import EgressBroker, EgressStartError
@@ -77,6 +76,7 @@ from gate.sandbox.interface import SandboxError
 from gate.sandbox.labels import ProofLabels, new_proof_id
 from gate.sandbox.output import LogSink, check_stop, join_until
 from gate.sandbox.readback import read_file, read_report
+from gate.util.journal import Journal
 from gate.witness import host as witness
 
 log = logging.getLogger("gate.sandbox")

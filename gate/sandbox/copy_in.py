@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Iterator
 from docker import APIClient
 
 from gate.differential.paths import WORKSPACE
-from gate.proof.journal import Journal
 from gate.sandbox.errors import docker_errors
+from gate.util.journal import Journal
 
 
 class _Counter:

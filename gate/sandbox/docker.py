@@ -28,11 +28,11 @@ from gate.model import (
     Phase,
     PhaseResult,
 )
-from gate.proof.journal import Journal
 from gate.sandbox import egress, envcache, labels
 from gate.sandbox.container import CheckRun
 from gate.sandbox.errors import DAEMON_HELP, TRANSPORT_ERRORS, DockerRefused, docker_errors
 from gate.sandbox.interface import ImageError, SandboxError
+from gate.util.journal import Journal
 
 if TYPE_CHECKING:
     from gate.sandbox.interface import Sandbox

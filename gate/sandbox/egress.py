@@ -57,7 +57,6 @@ import docker.errors
 import requests
 
 from gate.model import EgressAttempt, EgressRecord, ImageRef, Sha256
-from gate.proof.journal import Journal, canonical_json
 from gate.sandbox.egress_broker import (
     PROXY_PORT,
     Allowed,
@@ -68,6 +67,7 @@ from gate.sandbox.egress_broker import (
 )
 from gate.sandbox.interface import SandboxError
 from gate.sandbox.labels import ROLE, ProofLabels, new_proof_id
+from gate.util.journal import Journal, canonical_json
 
 __all__ = [
     "UNSAFE_ALLOW_NETS_ENV",

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from gate.model import CheckResult, CheckSpec, ImageRef
-from gate.proof.journal import Journal
+from gate.util.journal import Journal
 
 
 class SandboxError(Exception):

@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from docker import APIClient
 
 from gate.differential.paths import WORKSPACE
-from gate.proof.journal import Journal
 from gate.sandbox.copy_in import close_iterator
 from gate.sandbox.errors import DockerRefused, docker_errors
+from gate.util.journal import Journal
 
 JUNIT_MAX_BYTES = 16 * 1024 * 1024
 

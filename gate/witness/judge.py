@@ -19,7 +19,7 @@ disagree as a *tamper finding* (kind, detail):
 
 A finding the *base* run shows with the very same detail is the project's own harness at
 work (the base's code is already trusted) and is waived, unless its detail names a file
-the change's non-test code touches; gate/differential/runs.py does that, and
+the change's non-test code touches; gate/proof/runs.py does that, and
 `witness-missing` (pytest ran under the witness on the base, not against the change).
 """
 

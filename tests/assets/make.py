@@ -13,9 +13,9 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 
 from gate import receipt
-from gate.faces.render import to_markdown
 from gate.model import JsonDict, Verdict
 from gate.proof.approval import create_approval
+from gate.receipt.render import to_markdown
 from tests.assets import sample
 
 ASSETS = Path(__file__).resolve().parent

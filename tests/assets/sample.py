@@ -38,7 +38,7 @@ from gate.model import (
     TriggerKind,
     Verdict,
 )
-from gate.proof.journal import Journal
+from gate.util.journal import Journal
 
 BASE_COMMIT = CommitId("1111111111111111111111111111111111111111")
 BASE_TREE = TreeId("2222222222222222222222222222222222222222")

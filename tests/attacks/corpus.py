@@ -34,7 +34,7 @@ from pygit2.enums import FileMode
 from gate import receipt
 from gate.faces import cli
 from gate.model import JsonDict
-from gate.proof.journal import event_hash
+from gate.util.journal import event_hash
 from tests.gitutil import EXEC, SIGNATURE, Content, Symlink, commit, make_repo, raw_tree, snapshot
 
 IMAGE = "proofgate/cleanroom:latest"

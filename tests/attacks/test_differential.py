@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from gate import policy
-from gate.differential import runs as differential_runs
 from gate.faces import cli
+from gate.proof import runs as differential_runs
 from tests.attacks.corpus import (
     CALC,
     CALC_BROKEN,

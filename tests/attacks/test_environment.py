@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gate.differential import runs as differential_runs
+from gate.proof import runs as differential_runs
 from tests.attacks.corpus import Built, Workspace, config, pr_repo, predicate_of, prove
 from tests.attacks.environment import DROP_PTH, PATCH_PYTEST, STAMP
 from tests.attacks.test_differential import (

@@ -28,7 +28,7 @@ RECEIPT = ROOT / "tests" / "assets" / "receipts" / "proven.json"
 PUB = ROOT / "tests" / "assets" / "keys" / "trusted.pub"
 CONFIG = b'version: 1\nimage: python:3.12-slim\nchecks:\n  - {name: unit, test: "true"}\n'
 # What only a check that runs needs: the Docker SDK (and its HTTP stack) and the sandbox.
-NOT_WITHOUT_A_CHECK = ("docker", "requests", "urllib3", "gate.sandbox", "gate.differential.runs")
+NOT_WITHOUT_A_CHECK = ("docker", "requests", "urllib3", "gate.sandbox", "gate.proof.runs")
 
 
 def _repo(tmp_path: Path) -> Path:

@@ -25,10 +25,10 @@ import docker
 import pytest
 
 from gate.model import CheckResult, CheckSpec, Command, ImageRef, Limits, Phase
-from gate.proof.journal import Journal
 from gate.sandbox import envcache, labels
 from gate.sandbox.docker import DockerSandbox
 from gate.sandbox.egress import UNSAFE_ALLOW_NETS_ENV, UNSAFE_HOSTS_ENV, UNSAFE_NETWORK_ENV
+from gate.util.journal import Journal
 from tests.integration.test_sandbox import TREE, TreeFn, bridge_gateway, make_tree
 from tests.provecli import cli_prove, config_yaml, pr_repo, receipt_predicate
 

@@ -22,10 +22,10 @@ import pytest
 
 from gate.git.interface import UnsafeTreeError
 from gate.model import CheckResult, CheckSpec, Command, DifferentialMode, ImageRef, Limits, Phase
-from gate.proof.journal import Journal
 from gate.sandbox import envcache
 from gate.sandbox.docker import DockerSandbox
 from gate.sandbox.interface import ImageError, SandboxError
+from gate.util.journal import Journal
 
 pytestmark = pytest.mark.docker
 

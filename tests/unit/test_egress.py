@@ -289,7 +289,7 @@ def test_dns_question_is_bounded() -> None:
 
 
 def test_markdown_lists_attempts_and_escapes_hostile_names() -> None:
-    from gate.faces.render import to_markdown
+    from gate.receipt.render import to_markdown
 
     hostile = "a|b`c<script>.exfil.test"
     check = {

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gate.proof.journal import GENESIS, Journal, verify_chain
+from gate.util.journal import GENESIS, Journal, verify_chain
 
 kinds = st.sampled_from(["evidence-captured", "policy-decided", "container-started", "verdict"])
 # Keys avoid "kind": Journal.append(kind, **data) cannot take it as a data key.

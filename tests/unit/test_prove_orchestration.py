@@ -21,9 +21,9 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from gate.faces.cli import main
 from gate.git.repo import GitRepository
 from gate.model import Verdict
-from gate.proof.journal import verify_chain
 from gate.proof.prove import ProofRun, ProveRequest, prove
 from gate.sandbox.interface import SandboxError
+from gate.util.journal import verify_chain
 from tests.gitutil import snapshot
 from tests.provecli import cli_prove, config_yaml, pr_repo, receipt_predicate
 from tests.sandbox_standin import (

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gate import receipt
-from gate.faces.render import TRUNCATION_NOTE, title, to_json, to_markdown
 from gate.model import JsonDict, Verdict
+from gate.receipt.render import TRUNCATION_NOTE, title, to_json, to_markdown
 from tests.assets import sample
 
 ASSETS = Path(__file__).parent.parent / "assets"

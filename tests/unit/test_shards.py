@@ -19,7 +19,6 @@ from gate.errors import UsageError
 from gate.faces.cli import main
 from gate.model import CheckSpec, Config, JsonDict, Limits, Phase, PolicySpec, hashed_shard
 from gate.proof.aggregate import AggregateError, aggregate
-from gate.proof.journal import Journal
 from gate.proof.shard import (
     ShardSpec,
     apply,
@@ -29,6 +28,7 @@ from gate.proof.shard import (
     top_level_tests,
 )
 from gate.receipt import verify
+from gate.util.journal import Journal
 from tests.assets import sample
 
 TRUSTED = sample.key("trusted")

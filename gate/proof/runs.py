@@ -52,9 +52,9 @@ from gate.model import (
     ReasonCode,
     TreeId,
 )
-from gate.proof.journal import Journal, canonical_json
 from gate.sandbox.interface import Sandbox, SandboxError
 from gate.util import usercache
+from gate.util.journal import Journal, canonical_json
 from gate.witness import host as witness_env
 from gate.witness import judge as witness
 
