@@ -30,8 +30,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from gate.errors import TagLookupError
 from gate.policy import TagAnswer
-from gate.proof.policy_run import TagLookupError
 
 __all__ = ["FixturePins", "build", "main"]
 

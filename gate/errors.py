@@ -35,3 +35,11 @@ class RepoError(GateError):
 
 class SigningKeyError(GateError):
     """A signing or verification key cannot be loaded."""
+
+
+class ApprovalRejected(Exception):
+    """An approval was offered but is not valid for this patch and policy."""
+
+
+class TagLookupError(Exception):
+    """A tag look-up could not be made (no answer, not "no such tag"); the message says why."""

@@ -1,1 +1,1 @@
-"""The faces: the command line, the Action, the demo and the text they print."""
+"""The faces: the command line, the GitHub Action and the demo."""

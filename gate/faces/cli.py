@@ -398,9 +398,10 @@ def _print_event(event: JsonDict) -> None:
 
 def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
     from gate import receipt
+    from gate.errors import ApprovalRejected
     from gate.git.repo import GitRepository
     from gate.proof import approval as approval_mod
-    from gate.proof.prove import ApprovalRejected, ProveRequest, prove
+    from gate.proof.prove import ProveRequest, prove
 
     key_pem: bytes | None = None
     approver_keys: list[Ed25519PublicKey] = []

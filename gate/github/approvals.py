@@ -76,7 +76,7 @@ class ReviewApprover:
                 policy_fingerprint=policy_fingerprint,
             )
         if self.refusals:
-            from gate.proof.prove import ApprovalRejected
+            from gate.errors import ApprovalRejected
 
             raise ApprovalRejected("approval refused: " + "; ".join(self.refusals))
         return None

@@ -26,6 +26,7 @@ from github.GithubObject import NotSet
 from github.Repository import Repository
 from github.Requester import Requester
 
+from gate.errors import TagLookupError
 from gate.github.envelope import RECEIPT_MARKER, embed_envelope, extract_envelopes
 from gate.github.interface import (
     Annotation,
@@ -36,7 +37,6 @@ from gate.github.interface import (
 )
 from gate.model import Verdict
 from gate.policy import TagAnswer
-from gate.proof.policy_run import TagLookupError
 from gate.util.timefmt import rfc3339
 
 __all__ = [

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from gate import policy
+from gate.errors import TagLookupError
 from gate.git.interface import EvidenceSource
 from gate.model import Evidence, PolicyResult, PolicySpec
 from gate.policy import blast
@@ -21,16 +22,11 @@ from gate.util import usercache
 __all__ = [
     "MAX_ANALYZED_BYTES",
     "MAX_SCANNED_BINARY_BYTES",
-    "TagLookupError",
     "TagOracle",
     "import_index",
     "judge_policy",
     "look_up_tags",
 ]
-
-
-class TagLookupError(Exception):
-    """A tag look-up could not be made (no answer, not "no such tag"); the message says why."""
 
 
 class TagOracle(Protocol):

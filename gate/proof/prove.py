@@ -1,9 +1,11 @@
 """The orchestrator: sequences the I/O of one proof and hands the evidence to the core.
 
-resolve + capture (git) -> configuration (base tree or --config) -> policy -> approval ->
-image + one fresh container per check (sandbox) -> `verdict.decide` -> predicate ->
-statement -> signed DSSE envelope. Adapters come in as arguments so the CLI, the Action and
-the tests wire the same function.
+`prove()` is the stages of SPEC §1-§3 in order, each a function below over the frozen
+values of those before it: capture (git) -> configuration (base tree or --config) ->
+policy -> a person, on a HOLD -> the plan of runs -> one fresh container per check and
+per differential run (sandbox) -> a person, on what the runs found -> `verdict.decide`
+-> predicate, statement, signed DSSE envelope. Adapters come in as arguments so the CLI,
+the Action and the tests wire the same function (docs/architecture.md walks it).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, cast
 from gate import policy, receipt
 from gate.config import DEFAULT_CONFIG_PATH, checked_document, load_config, schema_digest
 from gate.differential import DifferentialReport, junitpath, wants_a_person
-from gate.errors import UsageError
+from gate.errors import ApprovalRejected, UsageError
 from gate.git.interface import (
     EvidenceSource,
     UnsafeTreeError,
@@ -75,10 +77,6 @@ Approver = Callable[[Sha256, Sha256], Approval | None]
 """(patch digest, policy fingerprint) -> a verified approval bound to both, or None.
 
 May raise `ApprovalRejected` to record why an offered approval does not count."""
-
-
-class ApprovalRejected(Exception):
-    """An approval was offered but is not valid for this patch and policy."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

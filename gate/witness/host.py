@@ -29,7 +29,6 @@ from importlib import resources
 from gate.differential.paths import CONFIG_DIR, MOUNT, PYCACHE, WITNESS_DIR, WORKSPACE
 from gate.differential.tarprotect import PROTECTED_UID
 from gate.model import ShardFilter, WitnessSession
-from gate.sandbox.bytecode import farm_entries
 
 __all__ = [
     "MOUNT",
@@ -177,6 +176,8 @@ def plugin_tar(
     test containers mount the volume read-only), 0555 otherwise. In the prefix, a link
     to each of the image's `bytecode` files (gate/sandbox/bytecode.py). With
     `pytest_config` (a differential's run), `config/` holds that file, read-only."""
+    from gate.sandbox.bytecode import farm_entries  # the volume is made as a check starts
+
     source = resources.files("gate.witness").joinpath("plugin.py").read_bytes()
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gate.errors import UsageError
+from gate.errors import ApprovalRejected, UsageError
 from gate.faces.action import ActionInputs, main
 from gate.github.approvals import ReviewApprover, how_to_approve
 from gate.github.checks import GitHubChecks, RetryPolicy
@@ -15,7 +15,6 @@ from gate.github.events import ClickedApproval, Target, check_name, resolve_targ
 from gate.github.notes import trigger_note
 from gate.github.workflow import escape_data, escape_property
 from gate.model import Sha256, Trigger, TriggerKind
-from gate.proof.prove import ApprovalRejected
 from tests.github_standin.fixtures import REPO, TOKEN, running_standin
 from tests.github_standin.server import GitHubStandIn
 
