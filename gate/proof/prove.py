@@ -476,11 +476,11 @@ def prove(
     )
     captured = _capture(request, evidence, clock=clock, on_event=on_event)
     configured = _configure(request, evidence, captured)
-    policy_result = _apply_policy(request, evidence, captured, configured, tags)
+    policy_result = _apply_policy(evidence, captured, configured, tags, request.config_path)
     asked = _ask_on_hold(approver, captured, policy_result)
     plan = _plan_runs(request, evidence, captured, configured, policy_result)
-    ran = _run(request, evidence, sandbox, captured, configured, plan)
-    asked = _ask_after_runs(request, approver, captured, policy_result, plan, ran, asked)
+    ran = _run(evidence, sandbox, captured, configured, plan, request.proof_id)
+    asked = _ask_after_runs(approver, captured, policy_result, plan, ran, asked)
     judged = _judge(request, captured, configured, plan, policy_result, asked, ran)
     return _sign_receipt(
         request,
@@ -594,14 +594,14 @@ def _configure(request: ProveRequest, evidence: EvidenceSource, captured: _Captu
 
 
 def _apply_policy(
-    request: ProveRequest,
     evidence: EvidenceSource,
     captured: _Captured,
     configured: _Configured,
     tags: TagOracle | None,
+    config_path: str,
 ) -> PolicyResult:
     result = judge_policy(
-        evidence, captured.ev, configured.policy, config_path=request.config_path, tags=tags
+        evidence, captured.ev, configured.policy, config_path=config_path, tags=tags
     )
     captured.journal.append(
         "policy-decided",
@@ -642,12 +642,12 @@ def _plan_runs(
 
 
 def _run(
-    request: ProveRequest,
     evidence: EvidenceSource,
     sandbox: Callable[[str], Sandbox],
     captured: _Captured,
     configured: _Configured,
     plan: _Plan,
+    proof_id: str,
 ) -> _Ran:
     """The checks, each in a fresh container, beside the differential's runs (SPEC §3.1);
     one sandbox for all of them, and whatever still carries the proof's id is removed
@@ -661,7 +661,7 @@ def _run(
     made: list[Sandbox] = []
 
     def make() -> Sandbox:
-        made[:] = [sandbox(request.proof_id)]
+        made[:] = [sandbox(proof_id)]
         return made[0]
 
     factory = _shared(make)  # one sandbox for the checks and every differential run
@@ -692,7 +692,6 @@ def _run(
 
 
 def _ask_after_runs(
-    request: ProveRequest,
     approver: Approver | None,
     captured: _Captured,
     result: PolicyResult,
