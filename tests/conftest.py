@@ -19,6 +19,7 @@ import contextlib
 import itertools
 import os
 import secrets
+import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -73,6 +74,15 @@ def docker_problem() -> str | None:
         _problem_cache[0] = _docker_problem()
     problem = _problem_cache[0]
     return problem if isinstance(problem, str) else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A run started as a background job of a non-interactive shell inherits SIGINT
+    # ignored, and Python then leaves it ignored: Ctrl-C (and `_thread.interrupt_main`)
+    # would do nothing, here and in every proof a test starts, and a test of what a proof
+    # does on Ctrl-C would wait forever. Those tests are about Ctrl-C: give it back.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
