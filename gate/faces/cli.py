@@ -487,11 +487,14 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
             return Verdict.INCONCLUSIVE.exit_code
         return {"ALLOW": 0, "HOLD": 11, "DENY": 12}[run.policy_decision.value]
     if run.shard_verdict is not None:
+        from gate.proof.shard import exit_code
+
         log.info(
             "shard verdict: %s (the receipt counts through `proofgate aggregate`)",
             run.shard_verdict.value,
         )
-        return run.shard_verdict.exit_code
+        # SPEC §3.3: a share PROVEN or HELD exits 0, so the matrix reaches the aggregate
+        return exit_code(run.shard_verdict)
     log.info("verdict: %s", run.verdict.value)
     return run.verdict.exit_code
 

@@ -592,7 +592,7 @@ def prove(
     outcome = decide(run) if request.run_checks else preflight(run)
     own = outcome
     if request.shard is not None:
-        outcome = _as_shard(outcome, request.shard)
+        own, outcome = _as_shard(outcome, request.shard, config)
     journal.append(
         "verdict", verdict=outcome.verdict.value, reasons=[r.code.value for r in outcome.reasons]
     )
@@ -613,6 +613,8 @@ def prove(
     predicate = report.to_dict()
     if room.engine_id is not None:
         predicate["docker"] = {"engine_id": room.engine_id}
+    if request.shard is None and request.run_checks:
+        _record_durations(predicate, config, room, ev, evidence)
     if request.shard is not None and split is not None:
         predicate["shard"] = _shard_section(
             request.shard, split, own, room, diffs, ev, evidence, config, dict(spec.rules)
@@ -663,9 +665,18 @@ def _split(
     count: int,
     balance: Mapping[str, Mapping[str, float]] | None,
 ) -> Split:
-    """The split every shard computes alike: from the base tree (and `balance`)."""
+    """The split every shard computes alike: from the base tree (and `balance`), of the
+    test files the base's pytest configuration collects (its `python_files`)."""
+    from gate.differential import pytestconfig
     from gate.proof import shard
 
+    try:
+        roots = evidence.read_tree_files(
+            ev.base.tree, lambda p: p in pytestconfig.CANDIDATES, max_bytes=1 << 22
+        )
+    except RepoError:
+        roots = None
+    patterns = pytestconfig.python_files(*pytestconfig.effective(roots or {}))
     files: dict[str, dict[str, tuple[str, ...] | None]] = {}
     for spec in config.checks:
         if spec.junit is None:
@@ -674,7 +685,9 @@ def _split(
             p.decode("utf-8", "surrogateescape"): shard.top_level_tests(data)
             for p, data in _test_files(spec, ev.base.tree, evidence).items()
         }
-        files[spec.name] = {p: u for p, u in units.items() if u is None or u}
+        files[spec.name] = {
+            p: u for p, u in units.items() if (u is None or u) and shard.collected(p, patterns)
+        }
     return shard.compute_split(config.checks, files, count, balance)
 
 
@@ -688,12 +701,23 @@ def _shard_config(config: Config, split: Split, which: ShardSpec, journal: Journ
         split_sha256=split.sha256,
         checks={
             c.name: (
-                {"whole": c.owner} if c.owner else {"files": split.files_of(c.name, which.index)}
+                {"whole": c.owner}
+                if c.owner
+                else {"files": split.files_of(c.name, which.index), "by": c.balanced_by}
             )
             for c in split.checks
         },
+        fallback=split.fallbacks or None,
     )
     log.info("shard %s: split %s", which, split.sha256[:12])
+    for name, why in split.fallbacks.items():
+        log.warning(
+            "shard %s: check %s: the recorded durations cannot balance the split (%s); "
+            "split by the hash of each test file's path instead",
+            which,
+            name,
+            why,
+        )
     return shard.apply(config, split, which)
 
 
@@ -703,16 +727,20 @@ def _in_share(filt: ShardFilter, path: bytes) -> bool:
     return text in filt.by_unit or filt.shard_of(text) == filt.index
 
 
-def _as_shard(outcome: Outcome, which: ShardSpec) -> Outcome:
-    """SPEC §3.3: a shard receipt never verifies as a whole proof, not even for a verifier
-    that knows nothing of shards: its verdict is at best INCONCLUSIVE `shard-partial`."""
+def _as_shard(outcome: Outcome, which: ShardSpec, config: Config | None) -> tuple[Outcome, Outcome]:
+    """SPEC §3.3: (the shard's own outcome over its share, the receipt's). A shard receipt
+    never verifies as a whole proof, not even for a verifier that knows nothing of shards:
+    its verdict is at best INCONCLUSIVE `shard-partial`."""
+    from gate.proof import shard
+
+    own = shard.own_outcome(outcome, config)
     partial = Reason(
         code=ReasonCode.SHARD_PARTIAL,
         message=f"this receipt proves shard {which} only (its own verdict: "
-        f"{outcome.verdict.value}); `proofgate aggregate` combines the {which.count} shard "
+        f"{own.verdict.value}); `proofgate aggregate` combines the {which.count} shard "
         "receipts into one proof",
     )
-    return Outcome(
+    return own, Outcome(
         verdict=worst([outcome.verdict, Verdict.INCONCLUSIVE]),
         reasons=(*outcome.reasons, partial),
     )
@@ -743,22 +771,18 @@ def _shard_section(
         filt = spec.shard
         base_files = _test_files(spec, ev.base.tree, evidence)
         head_files = _test_files(spec, ev.head.tree, evidence)
+        # per side: lost tests are judged with the base's fingerprints (SPEC §3.3)
         prints = {
-            k: v
-            for files in (base_files, head_files)
-            for k, v in differential.fingerprints(
-                {p: d for p, d in files.items() if _in_share(filt, p)}
-            ).items()
+            side: differential.fingerprints({p: d for p, d in files.items() if _in_share(filt, p)})
+            for side, files in (("base", base_files), ("head", head_files))
         }
         is_test = differential.selector(
             (*(spec.tests or differential.DEFAULT_TESTS), "**/conftest.py")
         )
         head = results.get(spec.name)
-        durations = (
-            shard.file_durations(head.junit_report, tuple(head_files))
-            if head is not None and head.junit_report is not None
-            else {}
-        )
+        durations = shard.run_durations(head, tuple(head_files)) if head is not None else {}
+        if report.runs and any(r.name == "head" and r.outcomes == {} for r in report.runs):
+            log.info("shard %s: check %s: an empty share (no test collected)", which, spec.name)
         checks[spec.name] = shard.check_section(
             runs={r.name: (r.outcomes, r.problem) for r in report.runs},
             fingerprints=prints,
@@ -773,3 +797,28 @@ def _shard_section(
         image_digest=room.image.digest if room.image is not None else None,
         checks=checks,
     )
+
+
+def _record_durations(
+    predicate: JsonDict,
+    config: Config | None,
+    room: _CleanRoom,
+    ev: Evidence,
+    evidence: EvidenceSource,
+) -> None:
+    """SPEC §3.3: a one-job receipt records its head run's seconds per top-level test of
+    each check with `junit` (`checks[].durations`), what `prove --shard --balance-from`
+    balances a split by."""
+    from gate.proof import shard
+
+    specs = {s.name: s for s in (config.checks if config is not None else ())}
+    results = {r.name: r for r in room.results}
+    checks = predicate.get("checks")
+    for entry in checks if isinstance(checks, list) else []:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        spec, result = specs.get(str(name)), results.get(str(name))
+        if spec is None or result is None or spec.junit is None:
+            continue
+        durations = shard.run_durations(result, tuple(_test_files(spec, ev.head.tree, evidence)))
+        if durations:
+            entry["durations"] = dict(sorted(durations.items()))
