@@ -8,6 +8,7 @@ the tests wire the same function.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -658,6 +659,10 @@ def _test_files(spec: CheckSpec, tree: TreeId, evidence: EvidenceSource) -> dict
     return got or {}
 
 
+def _test_paths(spec: CheckSpec, tree: TreeId, evidence: EvidenceSource) -> tuple[bytes, ...]:
+    return tuple(_test_files(spec, tree, evidence))
+
+
 def _split(
     config: Config,
     ev: Evidence,
@@ -780,7 +785,11 @@ def _shard_section(
             (*(spec.tests or differential.DEFAULT_TESTS), "**/conftest.py")
         )
         head = results.get(spec.name)
-        durations = shard.run_durations(head, tuple(head_files)) if head is not None else {}
+        durations = (
+            shard.run_durations(head, functools.partial(tuple, head_files))
+            if head is not None
+            else {}
+        )
         if report.runs and any(r.name == "head" and r.outcomes == {} for r in report.runs):
             log.info("shard %s: check %s: an empty share (no test collected)", which, spec.name)
         checks[spec.name] = shard.check_section(
@@ -819,6 +828,7 @@ def _record_durations(
         spec, result = specs.get(str(name)), results.get(str(name))
         if spec is None or result is None or spec.junit is None:
             continue
-        durations = shard.run_durations(result, tuple(_test_files(spec, ev.head.tree, evidence)))
+        paths = functools.partial(_test_paths, spec, ev.head.tree, evidence)
+        durations = shard.run_durations(result, paths)
         if durations:
             entry["durations"] = dict(sorted(durations.items()))

@@ -31,7 +31,7 @@ import fnmatch
 import hashlib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -183,7 +183,7 @@ def collected(path: str, patterns: tuple[str, ...]) -> bool:
     name; it is not listed then and goes by the hash of its path, like a head-only file."""
     name = path.rsplit("/", 1)[-1]
     return any(
-        fnmatch.fnmatchcase(path if "/" in p else name, p if "/" not in p else f"*{p}")
+        fnmatch.fnmatchcase(name, p) if "/" not in p else fnmatch.fnmatchcase(f"/{path}", f"*/{p}")
         for p in patterns
     )
 
@@ -307,10 +307,12 @@ def apply(config: Config, split: Split, shard: ShardSpec) -> Config:
 MAX_ROWS = 200_000  # per run: a JUnit report holds no more (gate.differential.junit)
 
 
-def run_durations(result: CheckResult, test_paths: tuple[bytes, ...]) -> dict[str, float]:
+def run_durations(
+    result: CheckResult, test_paths: Callable[[], tuple[bytes, ...]]
+) -> dict[str, float]:
     """Seconds per top-level test (`file::Name`) of a check's run: what the witness timed
-    in its test phase, to the microsecond; the JUnit report's (milliseconds) when no
-    session of the witness timed any."""
+    in its test phase, to the microsecond; the JUnit report's (milliseconds, its tests
+    placed in `test_paths()`, read only then) when no session of the witness timed any."""
     out: dict[str, float] = {}
     for phase in result.phases:
         if phase.phase is not Phase.TEST:
@@ -322,7 +324,7 @@ def run_durations(result: CheckResult, test_paths: tuple[bytes, ...]) -> dict[st
                         out[key] = round(out.get(key, 0.0) + seconds, 6)
     if out or result.junit_report is None:
         return out
-    return file_durations(result.junit_report, test_paths)
+    return file_durations(result.junit_report, test_paths())
 
 
 def file_durations(report: bytes, test_paths: tuple[bytes, ...]) -> dict[str, float]:

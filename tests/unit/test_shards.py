@@ -20,6 +20,7 @@ from gate.differential.pytestconfig import DEFAULT_PYTHON_FILES, python_files
 from gate.errors import UsageError
 from gate.faces.cli import main
 from gate.model import (
+    CheckResult,
     CheckSpec,
     Config,
     JsonDict,
@@ -28,6 +29,7 @@ from gate.model import (
     PolicySpec,
     Reason,
     ReasonCode,
+    Sha256,
     ShardFilter,
     Verdict,
     hashed_shard,
@@ -43,10 +45,12 @@ from gate.proof.shard import (
     exit_code,
     own_outcome,
     parse_shard,
+    run_durations,
     top_level_tests,
 )
 from gate.proof.verdict import Outcome
 from gate.receipt import verify
+from gate.witness.host import parse_session
 from tests.assets import sample
 
 TRUSTED = sample.key("trusted")
@@ -145,6 +149,8 @@ def test_only_what_pytest_collects_is_split() -> None:
     assert not collected("tests/test_a.txt", DEFAULT_PYTHON_FILES)
     assert collected("tests/check_a.py", ("check_*.py",))
     assert collected("tests/sub/x.py", ("sub/*.py",))
+    assert collected("sub/x.py", ("sub/*.py",))
+    assert not collected("tests/xsub/x.py", ("sub/*.py",))
     ini = b"[pytest]\npython_files = check_*.py\n    *_t.py\n"
     assert python_files("pytest.ini", ini) == ("check_*.py", "*_t.py")
     toml = b'[tool.pytest.ini_options]\npython_files = ["a_*.py"]\n'
@@ -559,3 +565,43 @@ def test_aggregate_cli_writes_one_receipt(tmp_path: Path) -> None:
     )
     # one shard alone: refused, exit 13 (INCONCLUSIVE)
     assert main(["aggregate", paths[0], "--key", str(pub), "--out", str(tmp_path / "one")]) == 13
+
+
+# -- durations: what balances a split ----------------------------------------------------
+
+
+def _witnessed(line: bytes, junit: bytes | None) -> CheckResult:
+    from gate.model import CommandResult, ImageRef, PhaseResult
+
+    session = parse_session(line)
+    assert session is not None
+    cmd = CommandResult(
+        argv=("pytest",), exit_code=0, duration_s=1.0, log_sha256=Sha256("0" * 64),
+        log_bytes=0, log_tail="", witness=(session,),
+    )  # fmt: skip
+    return CheckResult(
+        name="unit",
+        image=ImageRef(name="img", id="sha256:" + "1" * 64),
+        started=True,
+        phases=(PhaseResult(phase=Phase.TEST, commands=(cmd,)),),
+        junit_report=junit,
+    )
+
+
+def test_durations_come_from_the_witness_to_the_microsecond() -> None:
+    line = (
+        b'{"v": 1, "exitstatus": 0, "durations_us": {"tests/test_a.py::test_x": 41, '
+        b'"tests/test_a.py::TestY": 1500000, "tests/test_b.py::t": -3, "x": "7"}}'
+    )
+    junit = (
+        b'<testsuite tests="1"><testcase classname="tests.test_a" name="test_x" time="0.000"/>'
+        b"</testsuite>"
+    )
+    got = run_durations(_witnessed(line, junit), lambda: (b"tests/test_a.py",))
+    # negative or non-integer microseconds are not durations
+    assert got == {"tests/test_a.py::TestY": 1.5, "tests/test_a.py::test_x": 0.000041}
+    # without the witness's timing, the JUnit report's (milliseconds)
+    got = run_durations(
+        _witnessed(b'{"v": 1, "exitstatus": 0}', junit), lambda: (b"tests/test_a.py",)
+    )
+    assert got == {"tests/test_a.py::test_x": 0.0}
