@@ -50,7 +50,9 @@ the tree's code runs): `os.write`, `hashlib`, its JSON encoder, `sys.gettrace`, 
 state and checks live in closures, not in attributes the code under test could replace.
 Stdlib and pytest only; Python 3.7+ and pytest 5+ syntax (it runs in the project's
 image, whatever that has). It never imports proofgate. Nothing here changes what a test
-does or how pytest reports it (the unittest observer calls through).
+does or how pytest reports it (the unittest observer calls through), but for one thing in
+a sharded proof (SPEC §3.3): a session whose every collected test is another shard's ends
+0, not 5 (below).
 """
 
 import ast
