@@ -246,7 +246,20 @@ def main(argv: list[str] | None = None) -> int:
         config.write_text(_config(args.image, args.test, env))
         if args.processes:
             for commit in commits:
-                print(json.dumps(bench_processes(args.clone, commit, config, args.shards)))
+                rows.append(bench_processes(args.clone, commit, config, args.shards))
+                print(json.dumps(rows[-1]), flush=True)
+            summary = {
+                "commits": len(rows),
+                "shards": args.shards,
+                "test": args.test,
+                "env": env,
+                "slowest_shard_share": max(r["slowest_shard_share"] for r in rows),  # type: ignore[type-var]
+                "all_equal": all(r["equal"] for r in rows),
+            }
+            print(json.dumps(summary), flush=True)
+            if args.record is not None:
+                record = {"summary": summary, "rows": rows}
+                args.record.write_text(json.dumps(record, indent=2) + "\n")
             return 0
         for commit in commits:
             row = bench_commit(args.clone, commit, config, key, args.shards)

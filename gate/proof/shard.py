@@ -1,8 +1,9 @@
 """SPEC §3.3: a proof split over CI jobs. Pure: the split, its digest, a shard's config.
 
 Every shard of a proof computes the same split from the same inputs: the base tree's test
-files (per check with `junit`) and, when given, recorded per-file test durations (from a
-verified receipt, `prove --balance-from`). A check is split by test file:
+files (per check with `junit`) and, when given, recorded per-test durations (from a
+verified receipt, `prove --balance-from`: every receipt records them, to the microsecond,
+as the witness timed the head run). A check is split by test file:
 
 - with durations: longest first, each file to the least-loaded shard (ties: the shard
   with fewest items, then the lowest index, so tests of no measurable cost spread too); a
@@ -448,8 +449,9 @@ def check_section(
 
 
 def recorded_durations(predicate: Mapping[str, object]) -> dict[str, dict[str, float]]:
-    """Per check, seconds per test file that a receipt records: a shard receipt's
-    `shard.checks.*.durations`, an aggregate's `checks[].durations`."""
+    """Per check, seconds per top-level test (`file::Name`) that a receipt records: a
+    shard receipt's `shard.checks.*.durations`, an aggregate's or a one-job receipt's
+    `checks[].durations`."""
     out: dict[str, dict[str, float]] = {}
 
     def take(name: object, durations: object) -> None:
