@@ -62,8 +62,10 @@ __all__ = [
     "collected",
     "compute_split",
     "defines_tests",
+    "exit_code",
     "own_outcome",
     "parse_shard",
+    "run_durations",
     "top_level_tests",
 ]
 
@@ -374,8 +376,8 @@ def own_outcome(outcome: Outcome, config: Config | None) -> Outcome:
         r
         for r in outcome.reasons
         if not (
-            r.code is ReasonCode.NO_TEST_PHASE
-            or (r.code is ReasonCode.JUNIT_NO_TESTS and r.check in split)
+            r.code in _LEFT_TO_THE_AGGREGATE
+            and (r.code is ReasonCode.NO_TEST_PHASE or r.check in split)
         )
     )
     if len(kept) == len(outcome.reasons):
