@@ -290,3 +290,22 @@ def test_durations_that_cannot_balance_fall_back_and_say_so(
         assert events[0]["data"]["fallback"] == {"unit": planned["fallback"]}
     code, agg = _aggregate(outs, tmp_path, keys)
     assert (code, receipt_predicate(agg)["verdict"]) == (0, "PROVEN")
+
+
+def test_more_shards_than_test_files_agrees(tmp_path: Path, keys: tuple[Path, Path]) -> None:
+    """One test file of two tests over three shards (fewer items than shards, even by
+    test): the check goes whole to one shard, the others have no check; every shard exits
+    0 and the aggregate is the one-job proof's."""
+    base = base_tree()
+    for gone in FILES[1:]:
+        del base[gone.encode()]
+    _, path = pr_repo(tmp_path, base, head_honest())
+    one = tmp_path / "one"
+    assert cli_prove(path, one, "--key", str(keys[0])) == 0
+    outs = _prove_shards(path, tmp_path, keys[0])
+    planned = receipt_predicate(outs[0])["shard"]["split"]["checks"]  # type: ignore[index]
+    assert planned == [{"name": "unit", "whole": 1}]
+    assert [len(receipt_predicate(o)["checks"]) for o in outs] == [1, 0, 0]  # type: ignore[arg-type]
+    code, agg = _aggregate(outs, tmp_path, keys)
+    aggregate, whole = receipt_predicate(agg), receipt_predicate(one)
+    assert (code, aggregate["verdict"], _codes(aggregate)) == (0, whole["verdict"], _codes(whole))
