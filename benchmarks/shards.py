@@ -20,11 +20,22 @@ in-process. It prints, per commit:
   given twice, must be INCONCLUSIVE `shards-incomplete`.
 
 Timing is wall time on a shared machine; ratios, not absolute numbers, are the result.
+
+    python -m benchmarks.shards --clone DIR --processes [--commits 1] [--shards 3]
+        [--image IMAGE] [--test CMD] [--env K=V ...]
+
+measures whole processes instead (issue 38): per commit, `proofgate prove` as one job, then
+each `proofgate prove --shard I/N --balance-from` the one-job receipt (which records the
+head run's durations), one process after another, each with an empty base-run cache, and
+`proofgate aggregate`. It prints each process's wall time, the slowest shard's as a share
+of the one-job proof's (goal: <= 45 % for 3 shards), and whether the aggregate's verdict,
+reason codes and exit status equal the one-job proof's.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import subprocess
@@ -47,13 +58,64 @@ DEFAULT_TEST = (
 )
 
 
-def _config(image: str, test: str) -> str:
+def _config(image: str, test: str, env: dict[str, str] | None = None) -> str:
     return (
         f"version: 1\nimage: {json.dumps(image)}\n"
-        "defaults: {timeout: 1800, memory: 2g}\n"
+        f"defaults: {{timeout: 1800, memory: 2g, env: {json.dumps(env or {})}}}\n"
         f"checks:\n  - name: tests\n    test: [{json.dumps(test)}]\n"
         "    junit: out/junit.xml\n    tests: ['tests/**']\n"
     )
+
+
+def _cli(args: list[str], cache: Path) -> tuple[int, float]:
+    """`python -m gate ARGS` as a process of its own, with an empty base-run cache: its
+    exit status and wall seconds."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    started = time.monotonic()
+    done = subprocess.run(  # noqa: S603 - our own CLI, argv list
+        [sys.executable, "-m", "gate", *args], env=env, capture_output=True, check=False
+    )
+    return done.returncode, time.monotonic() - started
+
+
+def _verdict(out: Path) -> tuple[str, list[str]]:
+    envelope = json.loads((out / "receipt.json").read_bytes())
+    predicate = json.loads(base64.b64decode(envelope["payload"]))["predicate"]
+    return str(predicate["verdict"]), sorted({str(r["code"]) for r in predicate["reasons"]})
+
+
+def bench_processes(clone: Path, commit: str, config: Path, shards: int) -> dict[str, object]:
+    """Whole processes: one job, N balanced shards one after another, the aggregate."""
+    with tempfile.TemporaryDirectory(prefix="pg-bench-proc-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        code, _ = _cli(["keygen", "--out", str(tmp / "keys")], tmp / "c0")
+        assert code == 0  # noqa: S101 - a benchmark's own precondition
+        key, pub = tmp / "keys" / "proofgate.key", tmp / "keys" / "proofgate.pub"
+        prove = ["prove", "--repo", str(clone), "--base", f"{commit}^", "--head", commit]
+        prove += ["--config", str(config), "--key", str(key)]
+        one_code, one_s = _cli([*prove, "--out", str(tmp / "one")], tmp / "c1")
+        balance = ["--balance-from", str(tmp / "one" / "receipt.json"), "--balance-key", str(pub)]
+        rows = []
+        for i in range(1, shards + 1):
+            out = tmp / f"shard{i}"
+            code, wall = _cli([*prove, "--shard", f"{i}/{shards}", *balance, "--out", str(out)],
+                              tmp / f"s{i}")  # fmt: skip
+            rows.append({"index": i, "exit": code, "wall_s": round(wall, 2),
+                         "share": round(wall / one_s, 3)})  # fmt: skip
+        receipts = [str(tmp / f"shard{i}" / "receipt.json") for i in range(1, shards + 1)]
+        agg_code, agg_s = _cli(
+            ["aggregate", *receipts, "--key", str(pub), "--signing-key", str(key),
+             "--out", str(tmp / "agg")], tmp / "ca",
+        )  # fmt: skip
+        return {
+            "commit": commit,
+            "one_job": {"exit": one_code, "wall_s": round(one_s, 2)},
+            "shards": rows,
+            "slowest_shard_share": max(r["share"] for r in rows),
+            "aggregate": {"exit": agg_code, "wall_s": round(agg_s, 2)},
+            "equal": agg_code == one_code and _verdict(tmp / "agg") == _verdict(tmp / "one"),
+            "verdict": _verdict(tmp / "one"),
+        }
 
 
 def _test_seconds(run: ProofRun) -> float:
@@ -167,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--image", default=DEFAULT_IMAGE)
     ap.add_argument("--test", default=DEFAULT_TEST)
     ap.add_argument("--record", type=Path)
+    ap.add_argument("--processes", action="store_true", help="whole CLI processes")
+    ap.add_argument("--env", action="append", default=[], help="K=V for the check")
     args = ap.parse_args(argv)
     out = subprocess.run(
         ["git", "-C", str(args.clone), "rev-list", "--first-parent", "--no-merges",
@@ -176,9 +240,27 @@ def main(argv: list[str] | None = None) -> int:
     commits = out.stdout.split()
     key, _ = receipt.generate_keypair()
     rows = []
+    env = dict(e.split("=", 1) for e in args.env)
     with tempfile.TemporaryDirectory(prefix="pg-bench-") as tmp:
         config = Path(tmp) / "proofgate.yml"
-        config.write_text(_config(args.image, args.test))
+        config.write_text(_config(args.image, args.test, env))
+        if args.processes:
+            for commit in commits:
+                rows.append(bench_processes(args.clone, commit, config, args.shards))
+                print(json.dumps(rows[-1]), flush=True)
+            summary = {
+                "commits": len(rows),
+                "shards": args.shards,
+                "test": args.test,
+                "env": env,
+                "slowest_shard_share": max(r["slowest_shard_share"] for r in rows),  # type: ignore[type-var]
+                "all_equal": all(r["equal"] for r in rows),
+            }
+            print(json.dumps(summary), flush=True)
+            if args.record is not None:
+                record = {"summary": summary, "rows": rows}
+                args.record.write_text(json.dumps(record, indent=2) + "\n")
+            return 0
         for commit in commits:
             row = bench_commit(args.clone, commit, config, key, args.shards)
             rows.append(row)

@@ -585,6 +585,8 @@ class WitnessSession:
     test_files: tuple[str, ...] = ()  # absolute paths of the files the collected tests are in
     reads: tuple[tuple[str, str], ...] = ()  # (reader, file): workspace files code read
     reads_dropped: int = 0  # reads past the plugin's bound, not listed
+    # seconds per top-level test ("file::Name", relative to the workdir), to balance shards
+    durations: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -35,7 +35,14 @@ from collections.abc import Mapping
 
 from gate.differential.paths import CONFIG_DIR
 
-__all__ = ["CANDIDATES", "EMPTY", "effective", "path_in_volume"]
+__all__ = [
+    "CANDIDATES",
+    "DEFAULT_PYTHON_FILES",
+    "EMPTY",
+    "effective",
+    "path_in_volume",
+    "python_files",
+]
 
 CANDIDATES = (
     b"pytest.toml",
@@ -47,6 +54,7 @@ CANDIDATES = (
     b"setup.cfg",
 )
 EMPTY = ("pytest.ini", b"")  # no configuration
+DEFAULT_PYTHON_FILES = ("test_*.py", "*_test.py")  # pytest's `python_files` default
 
 
 def _has_pytest_table(name: bytes, data: bytes) -> bool:
@@ -80,3 +88,35 @@ def effective(root_files: Mapping[bytes, bytes]) -> tuple[str, bytes]:
 def path_in_volume(name: str) -> str:
     """Where the copy sits in a test container (read-only, proofgate's)."""
     return f"{CONFIG_DIR}/{name}"
+
+
+def python_files(name: str, data: bytes) -> tuple[str, ...]:
+    """The `python_files` patterns of an `effective` configuration: the files pytest
+    collects tests from (SPEC §3.3, a shard's share is a share of what it collects).
+    pytest's default when the file sets none or does not parse."""
+    raw: object = None
+    try:
+        text = data.decode("utf-8")
+        if name.endswith(".toml"):
+            tool = tomllib.loads(text)
+            if name == "pyproject.toml":
+                tool = tool.get("tool", {}).get("pytest", {})
+            elif "pytest" in tool:
+                tool = tool["pytest"]
+            table = tool.get("ini_options", tool) if isinstance(tool, dict) else {}
+            raw = table.get("python_files") if isinstance(table, dict) else None
+        else:
+            ini = configparser.ConfigParser(interpolation=None, strict=False, default_section="\0")
+            ini.read_string(text)
+            section = "tool:pytest" if name == "setup.cfg" else "pytest"
+            if ini.has_option(section, "python_files"):
+                raw = ini.get(section, "python_files")
+    except (ValueError, configparser.Error, AttributeError):
+        return DEFAULT_PYTHON_FILES
+    if isinstance(raw, str):
+        got = tuple(raw.split())
+    elif isinstance(raw, list):
+        got = tuple(p for p in raw if isinstance(p, str) and p)
+    else:
+        got = ()
+    return got or DEFAULT_PYTHON_FILES

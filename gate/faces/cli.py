@@ -133,14 +133,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--shard",
         metavar="I/N",
         help="prove shard I of N: the same patch, only this shard's share of each check's "
-        "tests; the receipt counts only through `proofgate aggregate`",
+        "tests; the receipt counts only through `proofgate aggregate`; exits 0 when the "
+        "share is PROVEN or HELD (an empty share included), else as its verdict",
     )
     p.add_argument(
         "--balance-from",
         type=Path,
         metavar="RECEIPT",
-        help="with --shard: balance the split by the per-file test durations a verified "
-        "receipt records (give the same receipt to every shard)",
+        help="with --shard: balance the split by the per-test durations a verified "
+        "receipt records, a one-job receipt included (give the same receipt to every "
+        "shard); durations that cannot balance fall back to the path-hash split, said so",
     )
     p.add_argument(
         "--balance-key",
@@ -488,11 +490,14 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
             return Verdict.INCONCLUSIVE.exit_code
         return {"ALLOW": 0, "HOLD": 11, "DENY": 12}[run.policy_decision.value]
     if run.shard_verdict is not None:
+        from gate.proof.shard import exit_code
+
         log.info(
             "shard verdict: %s (the receipt counts through `proofgate aggregate`)",
             run.shard_verdict.value,
         )
-        return run.shard_verdict.exit_code
+        # SPEC §3.3: a share PROVEN or HELD exits 0, so the matrix reaches the aggregate
+        return exit_code(run.shard_verdict)
     log.info("verdict: %s", run.verdict.value)
     return run.verdict.exit_code
 

@@ -243,10 +243,14 @@ def _path_bytes(entry: JsonDict, key: str) -> bytes | None:
     return text.encode("utf-8") if isinstance(text, str) else None
 
 
-def _prints(shards: list[tuple[int, JsonDict]]) -> dict[tuple[bytes, str], str]:
+def _prints(shards: list[tuple[int, JsonDict]], side: str) -> dict[tuple[bytes, str], str]:
+    """The test functions' fingerprints of one side (`base` or `head`) over every shard:
+    kept apart, so a lost test is judged with the base's (a head function of the same
+    name and file never stands in for it). A shard that records no such side adds none
+    (its lost tests then cannot pass for renamed)."""
     out: dict[tuple[bytes, str], str] = {}
     for _, section in shards:
-        rows = section.get("fingerprints")
+        rows = _dict(section.get("fingerprints")).get(side)
         for row in rows if isinstance(rows, list) else []:
             if isinstance(row, list) and len(row) == 3:
                 out[(str(row[0]).encode("utf-8"), str(row[1]))] = str(row[2])
@@ -275,7 +279,6 @@ def _judge_union(
     except ValueError:
         decision = Decision.HOLD
     proving = runs[differential.PROVING] if mode is DifferentialMode.FULL else None
-    prints = _prints(sections)
     report = differential.compare(
         check=name,
         mode=mode,
@@ -288,7 +291,7 @@ def _judge_union(
         base_files={},
         head_files={},
         no_proving_decision=decision,
-        prints=(prints, prints),
+        prints=(_prints(sections, "base"), _prints(sections, "head")),
     )
     return report, duplicates
 
@@ -357,6 +360,9 @@ def _merge_checks(
             if duplicates:
                 notes.append(f"check {name}: {duplicates} test outcome(s) came from two shards")
         merged["tests"] = report.to_dict()
+        empty = [i for i, sec in sections if sec.get("empty") is True]
+        if empty:  # SPEC §3.3: recorded, not a failure; the union was judged
+            merged["empty_shares"] = empty
         durations: dict[str, float] = {}
         for _, sec in sections:
             got = sec.get("durations")

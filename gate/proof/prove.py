@@ -740,8 +740,12 @@ def _judge(
         differentials=ran.diffs,
         tampered=_unjudged_tampering(config, room.results, ran.diffs),
     )
-    own = decide(run) if request.run_checks else preflight(run)
-    outcome = shard.outcome(own, request.shard) if request.shard is not None else own
+    decided = decide(run) if request.run_checks else preflight(run)
+    own, outcome = (
+        shard.outcome(decided, request.shard, config)
+        if request.shard is not None
+        else (decided, decided)
+    )
     captured.journal.append(
         "verdict", verdict=outcome.verdict.value, reasons=[r.code.value for r in outcome.reasons]
     )
@@ -779,6 +783,8 @@ def _sign_receipt(
     predicate = report.to_dict()
     if ran.room.engine_id is not None:
         predicate["docker"] = {"engine_id": ran.room.engine_id}
+    if request.shard is None and request.run_checks:
+        shard.record_durations(predicate, plan.config, ran.room.results, ev, evidence)
     if request.shard is not None and plan.split is not None:
         predicate["shard"] = shard.receipt_section(
             request.shard,

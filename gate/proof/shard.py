@@ -4,18 +4,26 @@ receipt is never a whole proof) and asks `receipt_section` for what the aggregat
 The split itself, its digest and a shard's config are pure functions below.
 
 Every shard of a proof computes the same split from the same inputs: the base tree's test
-files (per check with `junit`) and, when given, recorded per-file test durations (from a
-verified receipt, `prove --balance-from`). A check is split by test file:
+files (per check with `junit`) and, when given, recorded per-test durations (from a
+verified receipt, `prove --balance-from`: every receipt records them, to the microsecond,
+as the witness timed the head run). A check is split by test file:
 
-- with durations: longest first, each file to the least-loaded shard (ties: the lowest
-  index); a file without a recorded duration counts as the mean of those recorded;
-- without: ordered by the SHA-256 of their paths and dealt round robin, so every shard
-  gets a share of about the same size;
+- with durations: longest first, each file to the least-loaded shard (ties: the shard
+  with fewest items, then the lowest index, so tests of no measurable cost spread too); a
+  file without a recorded duration counts as the mean of those recorded;
+- without, or when the recorded durations cannot balance (none for the check's files, all
+  zero): ordered by the SHA-256 of their paths and dealt round robin, so every shard gets
+  a share of about the same size; the split says why it fell back (`fallback`);
 - a test file only in the head (or any file not listed, such as a doctest's module) goes
   by the hash of its path (`gate.model.hashed_shard`), in every run of every shard.
 
-A check without `junit` (nothing to compare per test) or with fewer test files than
-shards is assigned whole, round robin in configuration order: it runs on one shard only.
+Only what the runner collects is split: a file of the base tree that the base's pytest
+`python_files` patterns select (`collected`), so a helper module in a test directory is
+not a share. A check without `junit` (nothing to compare per test) or with fewer test
+files than shards is assigned whole, round robin in configuration order: it runs on one
+shard only. A share that still collects nothing (a file the change moved, renamed or
+deleted) is an *empty share*: recorded in the shard receipt, not a failure
+(`own_outcome`); the aggregate judges the union as the one-job proof would.
 The split's digest covers all of it, so shards that split differently never aggregate.
 """
 
@@ -23,10 +31,13 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import fnmatch
+import functools
 import hashlib
 import logging
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -40,6 +51,7 @@ from gate.model import (
     Evidence,
     ImageRef,
     JsonDict,
+    Phase,
     Reason,
     ReasonCode,
     ShardFilter,
@@ -61,12 +73,18 @@ __all__ = [
     "ShardSpec",
     "Split",
     "apply",
+    "by_path_hash",
+    "collected",
     "compute_split",
     "defines_tests",
+    "exit_code",
     "outcome",
+    "own_outcome",
     "parse_shard",
     "plan",
     "receipt_section",
+    "record_durations",
+    "run_durations",
     "top_level_tests",
 ]
 
@@ -103,16 +121,20 @@ class CheckSplit:
     assigned: tuple[tuple[str, int], ...] = ()  # file or file::Name -> shard, sorted
     by_unit: tuple[str, ...] = ()  # files split by their top-level tests
     balanced_by: str = "path-hash"  # or "durations"
+    fallback: str | None = None  # why durations were given but could not balance
 
     def to_dict(self) -> JsonDict:
         if self.owner is not None:
             return {"name": self.name, "whole": self.owner}
-        return {
+        d: JsonDict = {
             "name": self.name,
             "by": self.balanced_by,
             "files": dict(self.assigned),
             "by_unit": list(self.by_unit),
         }
+        if self.fallback is not None:
+            d["fallback"] = self.fallback
+        return d
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,6 +148,11 @@ class Split:
     @property
     def sha256(self) -> str:
         return hashlib.sha256(canonical_json(self.to_dict())).hexdigest()
+
+    @property
+    def fallbacks(self) -> dict[str, str]:
+        """Per split check, why its recorded durations could not balance it."""
+        return {c.name: c.fallback for c in self.checks if c.fallback is not None}
 
     def files_of(self, check: str, index: int) -> int:
         """How many listed test files of `check` shard `index` runs."""
@@ -171,7 +198,20 @@ def defines_tests(source: bytes) -> bool:
     return units is None or bool(units)
 
 
-def _by_hash(files: list[str], count: int) -> dict[str, int]:
+def collected(path: str, patterns: tuple[str, ...]) -> bool:
+    """Whether pytest collects tests from the file at `path` under its `python_files`
+    `patterns` (pytest's `fnmatch_ex`: a pattern without `/` matches the file's name, one
+    with `/` the path). A file named on the test command itself is collected whatever its
+    name; it is not listed then and goes by the hash of its path, like a head-only file."""
+    name = path.rsplit("/", 1)[-1]
+    return any(
+        fnmatch.fnmatchcase(name, p) if "/" not in p else fnmatch.fnmatchcase(f"/{path}", f"*/{p}")
+        for p in patterns
+    )
+
+
+def by_path_hash(files: list[str], count: int) -> dict[str, int]:
+    """Each item's shard: ordered by the SHA-256 of the path, dealt round robin."""
     order = sorted(files, key=lambda f: (hashlib.sha256(f.encode()).hexdigest(), f))
     return {f: i % count + 1 for i, f in enumerate(order)}
 
@@ -192,12 +232,25 @@ def _by_durations(files: list[str], durations: Mapping[str, float], count: int) 
     mean = sum(known) / len(known) if known else 0.0
     cost = {f: max(0.0, mean if v is None else v) for f, v in recorded.items()}
     loads = [0.0] * count
+    items = [0] * count
     out: dict[str, int] = {}
     for f in sorted(files, key=lambda f: (-cost[f], f)):
-        shard = min(range(count), key=lambda i: (loads[i], i))
+        # ties (tests of no measurable cost above all) go to the shard with fewest items
+        shard = min(range(count), key=lambda i: (loads[i], items[i], i))
         loads[shard] += cost[f]
+        items[shard] += 1
         out[f] = shard + 1
     return out
+
+
+def _why_not_balanced(items: list[str], recorded: Mapping[str, float]) -> str | None:
+    """None when `recorded` can balance `items`; otherwise why not (said in the split)."""
+    costs = [c for i in items if (c := _cost(i, recorded)) is not None]
+    if not costs:
+        return "no recorded duration for any of the check's test files"
+    if sum(costs) <= 0.0:
+        return f"every recorded duration of the check's test files is zero ({len(costs)})"
+    return None
 
 
 def _items(files: Mapping[str, tuple[str, ...] | None], count: int) -> tuple[list[str], list[str]]:
@@ -229,11 +282,12 @@ def compute_split(
             whole += 1
             continue
         recorded = (durations or {}).get(spec.name) or {}
-        if any(_cost(i, recorded) is not None for i in items):
+        why = _why_not_balanced(items, recorded) if durations is not None else None
+        if durations is not None and why is None:
             assigned = _by_durations(items, recorded, count)
             by = "durations"
         else:
-            assigned = _by_hash(items, count)
+            assigned = by_path_hash(items, count)
             by = "path-hash"
         out.append(
             CheckSplit(
@@ -242,6 +296,7 @@ def compute_split(
                 assigned=tuple(sorted(assigned.items())),
                 by_unit=tuple(by_unit),
                 balanced_by=by,
+                fallback=why,
             )
         )
     return Split(count=count, checks=tuple(out))
@@ -274,6 +329,26 @@ def apply(config: Config, split: Split, shard: ShardSpec) -> Config:
 MAX_ROWS = 200_000  # per run: a JUnit report holds no more (gate.differential.junit)
 
 
+def run_durations(
+    result: CheckResult, test_paths: Callable[[], tuple[bytes, ...]]
+) -> dict[str, float]:
+    """Seconds per top-level test (`file::Name`) of a check's run: what the witness timed
+    in its test phase, to the microsecond; the JUnit report's (milliseconds, its tests
+    placed in `test_paths()`, read only then) when no session of the witness timed any."""
+    out: dict[str, float] = {}
+    for phase in result.phases:
+        if phase.phase is not Phase.TEST:
+            continue
+        for cmd in phase.commands:
+            for session in cmd.witness:
+                for key, seconds in session.durations:
+                    if math.isfinite(seconds):
+                        out[key] = round(out.get(key, 0.0) + seconds, 6)
+    if out or result.junit_report is None:
+        return out
+    return file_durations(result.junit_report, test_paths())
+
+
 def file_durations(report: bytes, test_paths: tuple[bytes, ...]) -> dict[str, float]:
     """Seconds per top-level test (`file::Name`) in a JUnit report (its testcases'
     `time`), each testcase placed the way the differential places it (classname ->
@@ -297,8 +372,42 @@ def file_durations(report: bytes, test_paths: tuple[bytes, ...]) -> dict[str, fl
         except ValueError:
             continue
         unit = where[0].decode("utf-8", "replace") + "::" + where[1].split(".", 1)[0]
-        out[unit] = round(out.get(unit, 0.0) + seconds, 3)
+        # microseconds: a fast suite's tests are not all 0.0 (issue 38)
+        out[unit] = round(out.get(unit, 0.0) + seconds, 6)
     return out
+
+
+# -- a shard's own verdict ----------------------------------------------------------------
+
+# Judged over the union by the aggregate, never over one share: a split check whose share
+# collected no test (an empty share), a shard that has no check with a test phase.
+_LEFT_TO_THE_AGGREGATE = frozenset({ReasonCode.JUNIT_NO_TESTS, ReasonCode.NO_TEST_PHASE})
+
+
+def own_outcome(outcome: Outcome, config: Config | None) -> Outcome:
+    """SPEC §3.3: a shard's own verdict over its share. `junit-no-tests` of a split check
+    and `no-test-phase` are not the share's to judge (the aggregate judges the union, as
+    the one-job proof would); every other reason stands."""
+    from gate.proof.verdict import Outcome, verdict_for
+
+    split = {c.name for c in (config.checks if config is not None else ()) if c.shard}
+    kept = tuple(
+        r
+        for r in outcome.reasons
+        if not (
+            r.code in _LEFT_TO_THE_AGGREGATE
+            and (r.code is ReasonCode.NO_TEST_PHASE or r.check in split)
+        )
+    )
+    if len(kept) == len(outcome.reasons):
+        return outcome
+    return Outcome(verdict=worst([verdict_for(r.code) for r in kept]), reasons=kept)
+
+
+def exit_code(own: Verdict) -> int:
+    """`prove --shard`'s exit status: 0 for a share PROVEN or HELD (its receipt must reach
+    the aggregate job, which judges the whole, holds included); otherwise the verdict's."""
+    return 0 if own in (Verdict.PROVEN, Verdict.HELD) else own.exit_code
 
 
 def section(
@@ -326,13 +435,15 @@ def section(
 def check_section(
     *,
     runs: Mapping[str, tuple[Mapping[TestId, TestOutcome] | None, str | None]],
-    fingerprints: Mapping[tuple[bytes, str], str],
+    fingerprints: Mapping[str, Mapping[tuple[bytes, str], str]],
     nontest_changed: bool,
     no_proving_decision: str,
     durations: Mapping[str, float],
 ) -> JsonDict:
     """One split check's per-run per-test outcomes (bounded by `MAX_ROWS`), the test
-    functions' fingerprints of this shard's files, and the comparison's other inputs."""
+    functions' fingerprints of this shard's files per side (`base`, `head`: lost tests
+    are judged with the base's), whether its share collected no test (`empty`), and the
+    comparison's other inputs."""
     outcomes: JsonDict = {}
     problems: JsonDict = {}
     for name, (got, problem) in runs.items():
@@ -343,12 +454,15 @@ def check_section(
             outcomes[name] = rows[:MAX_ROWS]
         if problem:
             problems[name] = problem
+    head = outcomes.get("head")
     return {
         "outcomes": outcomes,
         "problems": problems,
-        "fingerprints": sorted(
-            [p.decode("utf-8", "replace"), q, s] for (p, q), s in fingerprints.items()
-        ),
+        "empty": isinstance(head, list) and not head,
+        "fingerprints": {
+            side: sorted([p.decode("utf-8", "replace"), q, s] for (p, q), s in prints.items())
+            for side, prints in sorted(fingerprints.items())
+        },
         "nontest_changed": nontest_changed,
         "no_proving_decision": no_proving_decision,
         "durations": dict(sorted(durations.items())),
@@ -356,8 +470,9 @@ def check_section(
 
 
 def recorded_durations(predicate: Mapping[str, object]) -> dict[str, dict[str, float]]:
-    """Per check, seconds per test file that a receipt records: a shard receipt's
-    `shard.checks.*.durations`, an aggregate's `checks[].durations`."""
+    """Per check, seconds per top-level test (`file::Name`) that a receipt records: a
+    shard receipt's `shard.checks.*.durations`, an aggregate's or a one-job receipt's
+    `checks[].durations`."""
     out: dict[str, dict[str, float]] = {}
 
     def take(name: object, durations: object) -> None:
@@ -401,29 +516,42 @@ def plan(
         split_sha256=split.sha256,
         checks={
             c.name: (
-                {"whole": c.owner} if c.owner else {"files": split.files_of(c.name, which.index)}
+                {"whole": c.owner}
+                if c.owner
+                else {"files": split.files_of(c.name, which.index), "by": c.balanced_by}
             )
             for c in split.checks
         },
+        fallback=split.fallbacks or None,
     )
     log.info("shard %s: split %s", which, split.sha256[:12])
+    for name, why in split.fallbacks.items():
+        log.warning(
+            "shard %s: check %s: the recorded durations cannot balance the split (%s); "
+            "split by the hash of each test file's path instead",
+            which,
+            name,
+            why,
+        )
     return apply(config, split, which), split
 
 
-def outcome(own: Outcome, which: ShardSpec) -> Outcome:
-    """SPEC §3.3: a shard receipt never verifies as a whole proof, not even for a verifier
-    that knows nothing of shards: its verdict is at best INCONCLUSIVE `shard-partial`."""
+def outcome(decided: Outcome, which: ShardSpec, config: Config | None) -> tuple[Outcome, Outcome]:
+    """SPEC §3.3: (the shard's own outcome over its share, the receipt's). A shard receipt
+    never verifies as a whole proof, not even for a verifier that knows nothing of shards:
+    its verdict is at best INCONCLUSIVE `shard-partial`."""
     from gate.proof.verdict import Outcome
 
+    own = own_outcome(decided, config)
     partial = Reason(
         code=ReasonCode.SHARD_PARTIAL,
         message=f"this receipt proves shard {which} only (its own verdict: "
         f"{own.verdict.value}); `proofgate aggregate` combines the {which.count} shard "
         "receipts into one proof",
     )
-    return Outcome(
-        verdict=worst([own.verdict, Verdict.INCONCLUSIVE]),
-        reasons=(*own.reasons, partial),
+    return own, Outcome(
+        verdict=worst([decided.verdict, Verdict.INCONCLUSIVE]),
+        reasons=(*decided.reasons, partial),
     )
 
 
@@ -454,22 +582,20 @@ def receipt_section(
         filt = spec.shard
         base_files = _test_files(spec, ev.base.tree, evidence)
         head_files = _test_files(spec, ev.head.tree, evidence)
+        # per side: lost tests are judged with the base's fingerprints (SPEC §3.3)
         prints = {
-            k: v
-            for files in (base_files, head_files)
-            for k, v in differential.fingerprints(
-                {p: d for p, d in files.items() if _in_share(filt, p)}
-            ).items()
+            side: differential.fingerprints({p: d for p, d in files.items() if _in_share(filt, p)})
+            for side, files in (("base", base_files), ("head", head_files))
         }
         is_test = differential.selector(
             (*(spec.tests or differential.DEFAULT_TESTS), "**/conftest.py")
         )
         head = by_result.get(spec.name)
         durations = (
-            file_durations(head.junit_report, tuple(head_files))
-            if head is not None and head.junit_report is not None
-            else {}
+            run_durations(head, functools.partial(tuple, head_files)) if head is not None else {}
         )
+        if report.runs and any(r.name == "head" and r.outcomes == {} for r in report.runs):
+            log.info("shard %s: check %s: an empty share (no test collected)", which, spec.name)
         checks[spec.name] = check_section(
             runs={r.name: (r.outcomes, r.problem) for r in report.runs},
             fingerprints=prints,
@@ -501,6 +627,34 @@ def _test_files(spec: CheckSpec, tree: TreeId, evidence: EvidenceSource) -> dict
     return got or {}
 
 
+def record_durations(
+    predicate: JsonDict,
+    config: Config | None,
+    results: tuple[CheckResult, ...],
+    ev: Evidence,
+    evidence: EvidenceSource,
+) -> None:
+    """A one-job receipt records its head run's seconds per top-level test of each check
+    with `junit` (`checks[].durations`): what `prove --shard --balance-from` balances a
+    split by."""
+    specs = {s.name: s for s in (config.checks if config is not None else ())}
+    by_name = {r.name: r for r in results}
+    checks = predicate.get("checks")
+    for entry in checks if isinstance(checks, list) else []:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        spec, result = specs.get(str(name)), by_name.get(str(name))
+        if spec is None or result is None or spec.junit is None or not isinstance(entry, dict):
+            continue
+        paths = functools.partial(_test_paths, spec, ev.head.tree, evidence)
+        durations = run_durations(result, paths)
+        if durations:
+            entry["durations"] = dict(sorted(durations.items()))
+
+
+def _test_paths(spec: CheckSpec, tree: TreeId, evidence: EvidenceSource) -> tuple[bytes, ...]:
+    return tuple(_test_files(spec, tree, evidence))
+
+
 def _split(
     config: Config,
     ev: Evidence,
@@ -508,6 +662,16 @@ def _split(
     count: int,
     balance: Mapping[str, Mapping[str, float]] | None,
 ) -> Split:
+    """Of the test files the base's pytest configuration collects (its `python_files`)."""
+    from gate.differential import pytestconfig
+
+    try:
+        roots = evidence.read_tree_files(
+            ev.base.tree, lambda p: p in pytestconfig.CANDIDATES, max_bytes=1 << 22
+        )
+    except RepoError:
+        roots = None
+    patterns = pytestconfig.python_files(*pytestconfig.effective(roots or {}))
     files: dict[str, dict[str, tuple[str, ...] | None]] = {}
     for spec in config.checks:
         if spec.junit is None:
@@ -516,7 +680,9 @@ def _split(
             p.decode("utf-8", "surrogateescape"): top_level_tests(data)
             for p, data in _test_files(spec, ev.base.tree, evidence).items()
         }
-        files[spec.name] = {p: u for p, u in units.items() if u is None or u}
+        files[spec.name] = {
+            p: u for p, u in units.items() if (u is None or u) and collected(p, patterns)
+        }
     return compute_split(config.checks, files, count, balance)
 
 

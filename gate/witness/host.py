@@ -74,9 +74,23 @@ def parse_session(raw: bytes) -> WitnessSession | None:
             test_files=tuple(str(p) for p in list(d.get("test_files") or [])),
             reads=tuple((str(r), str(p)) for r, p in list(inputs.get("reads") or [])),
             reads_dropped=int(inputs.get("dropped") or 0),
+            durations=_durations(d.get("durations_us")),
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _durations(raw: object) -> tuple[tuple[str, float], ...]:
+    """The witness's seconds per top-level test (it writes whole microseconds); what is
+    not one is left out (they only balance a split, SPEC §3.3, and never decide a
+    verdict)."""
+    if not isinstance(raw, dict):
+        return ()
+    out: list[tuple[str, float]] = []
+    for key, micros in raw.items():
+        if isinstance(micros, int) and not isinstance(micros, bool) and micros >= 0:
+            out.append((str(key), micros / 1_000_000))
+    return tuple(sorted(out))
 
 
 def parse_end(raw: bytes) -> int | None:

@@ -50,7 +50,9 @@ the tree's code runs): `os.write`, `hashlib`, its JSON encoder, `sys.gettrace`, 
 state and checks live in closures, not in attributes the code under test could replace.
 Stdlib and pytest only; Python 3.7+ and pytest 5+ syntax (it runs in the project's
 image, whatever that has). It never imports proofgate. Nothing here changes what a test
-does or how pytest reports it (the unittest observer calls through).
+does or how pytest reports it (the unittest observer calls through), but for one thing in
+a sharded proof (SPEC §3.3): a session whose every collected test is another shard's ends
+0, not 5 (below).
 """
 
 import ast
@@ -663,6 +665,7 @@ def _blob_id(path):
 _WORKSPACE = "/workspace/"
 _MAX_TEST_FILES = 20000
 _MAX_READS = 2000
+_MAX_DURATIONS = 5000  # top-level tests timed (the rest count as the mean when balancing)
 _SOURCE_DISPLAY = ("/linecache.py",)
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 
@@ -791,6 +794,7 @@ def _make_witness(config):
     conftests = {}
     counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
     reported = {}  # (nodeid, when) -> the outcome makereport returned
+    durations = {}  # "file::Name" (a top-level test) -> seconds, for balancing shards
     flagged = set()
     rootdir = _str(_getattr(config, "rootpath", None) or _getattr(config, "rootdir", ""))
 
@@ -865,6 +869,7 @@ def _make_witness(config):
         report = outcome.get_result()
         ran.add(item.nodeid)
         reported[(item.nodeid, call.when)] = report.outcome
+        timed(item, report)
         if call.when != "call" or not report.passed or hasattr(report, "wasxfail"):
             return
         if item.nodeid in raised:
@@ -911,6 +916,20 @@ def _make_witness(config):
         yield  # the JUnit report is written by now (junitxml's own sessionfinish)
         emit(session)
 
+    def timed(item, report):
+        """Seconds per top-level test (setup, call and teardown), to the microsecond: what
+        `prove --shard --balance-from` balances by (the JUnit report's are milliseconds,
+        and a fast suite's tests are all 0.000 there). Bounded; never a verdict's input."""
+        try:
+            seconds = float(_getattr(report, "duration", 0.0) or 0.0)
+            unit = _unit(item)
+            key = _tree_path(item) + ("::" + unit if unit else "")
+        except (TypeError, ValueError, AttributeError):
+            return
+        if key not in durations and _len(durations) >= _MAX_DURATIONS:
+            return
+        durations[key] = durations.get(key, 0.0) + max(seconds, 0.0)
+
     def unaccounted(session):
         status = _int(_getattr(session, "exitstatus", 0) or 0)
         if status != 0 or _getattr(config, "workerinput", None):
@@ -949,6 +968,7 @@ def _make_witness(config):
             "xdist": _xdist(config),
             "test_files": st["test_files"],
             "inputs": reads(),
+            "durations_us": {k: _int(v * 1000000) for k, v in durations.items()},
         }
         data = ("\n" + MARKER + _dumps(line) + "\n").encode()
         if fd is None:
@@ -1053,6 +1073,15 @@ def _tree_path(item):
     return path[len(prefix) :] if path.startswith(prefix) else path
 
 
+# An empty share (SPEC §3.3): pytest collected tests, and every one of them is another
+# shard's (a file moved or renamed into another shard's keys, more shards than files,
+# zero recorded durations). pytest would end with status 5 (no tests collected), which
+# the one-job proof never sees; the session ends 0 instead, with a JUnit report of no
+# test, and the aggregate judges the union. A session that collected nothing at all
+# keeps its 5: the one-job proof of the same tree has it too.
+_EMPTY_SHARE = []
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items):
     if _SHARD is None:
@@ -1067,6 +1096,14 @@ def pytest_collection_modifyitems(session, config, items):
     if others:
         items[:] = mine
         config.hook.pytest_deselected(items=others)
+    if others and not mine:
+        _EMPTY_SHARE.append(len(others))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session, exitstatus):
+    if _EMPTY_SHARE and _int(_getattr(session, "exitstatus", 0) or 0) == 5:
+        session.exitstatus = 0
 
 
 def _start():
@@ -1119,6 +1156,7 @@ def _install(module_globals):
     module_globals["pytest_configure"] = g["pytest_configure"]
     module_globals["pytest_load_initial_conftests"] = g["pytest_load_initial_conftests"]
     module_globals["pytest_collection_modifyitems"] = g["pytest_collection_modifyitems"]
+    module_globals["pytest_sessionfinish"] = g["pytest_sessionfinish"]
     g["_start"]()
 
 

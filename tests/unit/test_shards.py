@@ -8,6 +8,7 @@ tests/integration/test_shards.py.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from pathlib import Path
 
@@ -15,20 +16,41 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from gate import receipt
+from gate.differential.pytestconfig import DEFAULT_PYTHON_FILES, python_files
 from gate.errors import UsageError
 from gate.faces.cli import main
-from gate.model import CheckSpec, Config, JsonDict, Limits, Phase, PolicySpec, hashed_shard
+from gate.model import (
+    CheckResult,
+    CheckSpec,
+    Config,
+    JsonDict,
+    Limits,
+    Phase,
+    PolicySpec,
+    Reason,
+    ReasonCode,
+    Sha256,
+    ShardFilter,
+    Verdict,
+    hashed_shard,
+)
 from gate.proof.aggregate import AggregateError, aggregate
 from gate.proof.shard import (
     ShardSpec,
     apply,
+    collected,
     compute_split,
     defines_tests,
+    exit_code,
+    own_outcome,
     parse_shard,
+    run_durations,
     top_level_tests,
 )
+from gate.proof.verdict import Outcome
 from gate.receipt import verify
 from gate.util.journal import Journal
+from gate.witness.host import parse_session
 from tests.assets import sample
 
 TRUSTED = sample.key("trusted")
@@ -80,6 +102,98 @@ def test_split_by_durations_balances_the_time() -> None:
         load[s] += durations["unit"][f]
     assert max(load.values()) <= 19.0  # 55/3 = 18.3: longest first to the least loaded
     assert split.sha256 != compute_split((_spec("unit"),), {"unit": UNITS}, 3).sha256
+
+
+def _sizes(split_assigned: tuple[tuple[str, int], ...]) -> list[int]:
+    shards = [s for _, s in split_assigned]
+    return sorted(shards.count(i) for i in (1, 2, 3))
+
+
+def test_tests_of_no_measurable_cost_spread_over_the_shards() -> None:
+    durations = {"unit": {f: (4.0 if i == 0 else 0.0) for i, f in enumerate(FILES)}}
+    (c,) = compute_split((_spec("unit"),), {"unit": UNITS}, 3, durations).checks
+    assert (c.balanced_by, c.fallback) == ("durations", None)
+    # the 4 s file alone on one shard, the nine of no cost spread over the others (not
+    # all nine on the lowest index)
+    assert _sizes(c.assigned) == [1, 4, 5]
+
+
+@pytest.mark.parametrize(
+    ("durations", "why"),
+    [
+        ({"unit": dict.fromkeys(FILES, 0.0)}, "is zero"),
+        ({"unit": {}}, "no recorded duration"),
+        ({"other": {FILES[0]: 3.0}}, "no recorded duration"),
+    ],
+    ids=["all-zero", "none-for-the-check", "another-check-only"],
+)
+def test_durations_that_cannot_balance_fall_back_to_the_path_hash(
+    durations: dict[str, dict[str, float]], why: str
+) -> None:
+    plain = compute_split((_spec("unit"),), {"unit": UNITS}, 3)
+    split = compute_split((_spec("unit"),), {"unit": UNITS}, 3, durations)
+    (c,) = split.checks
+    assert c.balanced_by == "path-hash"
+    assert c.fallback is not None
+    assert why in c.fallback
+    assert c.assigned == plain.checks[0].assigned  # deterministic, as without durations
+    assert split.to_dict()["checks"][0]["fallback"] == c.fallback  # type: ignore[index]
+    assert split.fallbacks == {"unit": c.fallback}
+    assert "fallback" not in plain.to_dict()["checks"][0]  # type: ignore[index]
+
+
+def test_only_what_pytest_collects_is_split() -> None:
+    assert collected("tests/test_a.py", DEFAULT_PYTHON_FILES)
+    assert collected("tests/a_test.py", DEFAULT_PYTHON_FILES)
+    assert not collected("tests/helpers.py", DEFAULT_PYTHON_FILES)
+    assert not collected("tests/test_a.txt", DEFAULT_PYTHON_FILES)
+    assert collected("tests/check_a.py", ("check_*.py",))
+    assert collected("tests/sub/x.py", ("sub/*.py",))
+    assert collected("sub/x.py", ("sub/*.py",))
+    assert not collected("tests/xsub/x.py", ("sub/*.py",))
+    ini = b"[pytest]\npython_files = check_*.py\n    *_t.py\n"
+    assert python_files("pytest.ini", ini) == ("check_*.py", "*_t.py")
+    toml = b'[tool.pytest.ini_options]\npython_files = ["a_*.py"]\n'
+    assert python_files("pyproject.toml", toml) == ("a_*.py",)
+    assert python_files("setup.cfg", b"[tool:pytest]\naddopts = -q\n") == DEFAULT_PYTHON_FILES
+    assert python_files("pyproject.toml", b"not toml [") == DEFAULT_PYTHON_FILES
+
+
+def _split_config() -> Config:
+    filt = ShardFilter(index=2, count=3, assigned=())
+    split = dataclasses.replace(_spec("unit"), shard=filt)
+    return Config(version=1, image="img", checks=(split, _spec("whole")), policy=PolicySpec())
+
+
+def test_a_shards_own_verdict_leaves_an_empty_share_to_the_aggregate() -> None:
+    empty = Reason(code=ReasonCode.JUNIT_NO_TESTS, message="no test", check="unit")
+    no_phase = Reason(code=ReasonCode.NO_TEST_PHASE, message="no test phase")
+    own = own_outcome(Outcome(verdict=Verdict.INCONCLUSIVE, reasons=(no_phase,)), None)
+    assert (own.verdict, own.reasons) == (Verdict.PROVEN, ())
+    own = own_outcome(Outcome(verdict=Verdict.INCONCLUSIVE, reasons=(empty,)), _split_config())
+    assert own.verdict is Verdict.PROVEN
+    # a check the shard runs whole is judged here, and so is everything else
+    whole = Reason(code=ReasonCode.JUNIT_NO_TESTS, message="no test", check="whole")
+    failed = Reason(code=ReasonCode.CHECK_FAILED, message="exited 1", check="unit")
+    own = own_outcome(
+        Outcome(verdict=Verdict.FAILED, reasons=(empty, whole, failed)), _split_config()
+    )
+    assert own.reasons == (whole, failed)
+    assert own.verdict is Verdict.INCONCLUSIVE  # the whole check's junit-no-tests
+
+
+@pytest.mark.parametrize(
+    ("verdict", "code"),
+    [
+        (Verdict.PROVEN, 0),
+        (Verdict.HELD, 0),
+        (Verdict.FAILED, 10),
+        (Verdict.BLOCKED, 12),
+        (Verdict.INCONCLUSIVE, 13),
+    ],
+)
+def test_a_shards_exit_status(verdict: Verdict, code: int) -> None:
+    assert exit_code(verdict) == code
 
 
 def test_checks_without_junit_or_with_too_few_files_go_whole() -> None:
@@ -214,7 +328,7 @@ def _predicate(index: int, count: int = 2) -> JsonDict:
                 "unit": {
                     "outcomes": {"head": rows, "base": rows, "trusted": rows},
                     "problems": {},
-                    "fingerprints": [],
+                    "fingerprints": {"base": [], "head": []},
                     "nontest_changed": False,
                     "no_proving_decision": "ALLOW",
                     "durations": {},
@@ -358,6 +472,45 @@ def test_a_test_moved_into_another_shards_file_survives() -> None:
     assert verdict == "PROVEN", reasons
 
 
+def test_lost_tests_are_judged_with_the_bases_fingerprints() -> None:
+    one, two = _predicate(1), _predicate(2)
+    section = one["shard"]["checks"]["unit"]  # type: ignore[index]
+    # the head drops test_1 and adds test_new; a head function named test_1 (never
+    # collected) has test_new's body: with one map (head over base) it passed for renamed
+    section["outcomes"]["head"] = [ROWS[1][1], ["tests.test_a", "test_new", "pass"]]
+    section["fingerprints"] = {
+        "base": [["tests/test_a.py", "test_1", "B" * 64], ["tests/test_a.py", "test_2", "C" * 64]],
+        "head": [
+            ["tests/test_a.py", "test_1", "N" * 64],
+            ["tests/test_a.py", "test_2", "C" * 64],
+            ["tests/test_a.py", "test_new", "N" * 64],
+        ],
+    }
+    verdict, reasons = _aggregate(one, two)
+    assert (verdict, [r["code"] for r in reasons]) == ("HELD", ["tests-lost"])
+    # the negative control: a real rename, the base's body under a new name, survives
+    section["fingerprints"]["head"][2][2] = "B" * 64  # type: ignore[index]
+    verdict, reasons = _aggregate(one, two)
+    assert verdict == "PROVEN", reasons
+
+
+def test_an_empty_share_is_recorded_and_the_union_judged() -> None:
+    one, two = _predicate(1), _predicate(2)
+    two["reasons"] = [
+        {"code": "junit-no-tests", "message": "no executed test", "check": "unit"},
+        *two["reasons"],  # type: ignore[misc]
+    ]
+    section = two["shard"]["checks"]["unit"]  # type: ignore[index]
+    section["outcomes"]["head"] = []
+    section["empty"] = True
+    run = aggregate(
+        [_sign(one), _sign(two)], [TRUSTED.public_key()], signing_key=None, clock=time.time
+    )
+    assert run.verdict is Verdict.HELD  # shard 2's base test is lost, as one job says
+    assert [r.code for r in run.reasons] == [ReasonCode.TESTS_LOST]
+    assert run.predicate["checks"][0]["empty_shares"] == [2]  # type: ignore[index]
+
+
 def test_a_shards_own_failure_carries_over() -> None:
     two = _predicate(2)
     two["reasons"] = [
@@ -412,3 +565,43 @@ def test_aggregate_cli_writes_one_receipt(tmp_path: Path) -> None:
     )
     # one shard alone: refused, exit 13 (INCONCLUSIVE)
     assert main(["aggregate", paths[0], "--key", str(pub), "--out", str(tmp_path / "one")]) == 13
+
+
+# -- durations: what balances a split ----------------------------------------------------
+
+
+def _witnessed(line: bytes, junit: bytes | None) -> CheckResult:
+    from gate.model import CommandResult, ImageRef, PhaseResult
+
+    session = parse_session(line)
+    assert session is not None
+    cmd = CommandResult(
+        argv=("pytest",), exit_code=0, duration_s=1.0, log_sha256=Sha256("0" * 64),
+        log_bytes=0, log_tail="", witness=(session,),
+    )  # fmt: skip
+    return CheckResult(
+        name="unit",
+        image=ImageRef(name="img", id="sha256:" + "1" * 64),
+        started=True,
+        phases=(PhaseResult(phase=Phase.TEST, commands=(cmd,)),),
+        junit_report=junit,
+    )
+
+
+def test_durations_come_from_the_witness_to_the_microsecond() -> None:
+    line = (
+        b'{"v": 1, "exitstatus": 0, "durations_us": {"tests/test_a.py::test_x": 41, '
+        b'"tests/test_a.py::TestY": 1500000, "tests/test_b.py::t": -3, "x": "7"}}'
+    )
+    junit = (
+        b'<testsuite tests="1"><testcase classname="tests.test_a" name="test_x" time="0.000"/>'
+        b"</testsuite>"
+    )
+    got = run_durations(_witnessed(line, junit), lambda: (b"tests/test_a.py",))
+    # negative or non-integer microseconds are not durations
+    assert got == {"tests/test_a.py::TestY": 1.5, "tests/test_a.py::test_x": 0.000041}
+    # without the witness's timing, the JUnit report's (milliseconds)
+    got = run_durations(
+        _witnessed(b'{"v": 1, "exitstatus": 0}', junit), lambda: (b"tests/test_a.py",)
+    )
+    assert got == {"tests/test_a.py::test_x": 0.0}

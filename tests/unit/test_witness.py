@@ -349,3 +349,40 @@ def test_protected_files_and_every_directory_belong_to_no_user_of_the_check(
             assert (uid, mode) == (PROTECTED_UID, 0o444), name
         else:
             assert uid == 0, name
+
+
+def _as_shard(tmp_path: Path, assigned: dict[str, int]) -> None:
+    """The split file proofgate writes beside the plugin for shard 1 of 2 (SPEC §3.3)."""
+    plug = tmp_path / "plug" / "witness"
+    plug.mkdir(parents=True)
+    shard = {"index": 1, "count": 2, "assigned": assigned, "by_unit": []}
+    (plug / "proofgate_shard.json").write_text(json.dumps(shard))
+
+
+def test_an_empty_share_ends_0_and_is_timed_to_the_microsecond(tmp_path: Path) -> None:
+    """Every collected test is shard 2's: shard 1's session ends 0, not pytest's 5."""
+    root = _project(tmp_path)
+    _as_shard(tmp_path, {"test_calc.py": 2})
+    code, [line] = _pytest_with_witness(root, "--junitxml=r.xml", workspace=root)
+    assert (code, line["exitstatus"], line["counts"]["passed"]) == (0, 0, 0)
+    assert b'tests="0"' in (root / "r.xml").read_bytes()
+    assert line["durations_us"] == {}
+
+
+def test_a_session_that_collects_nothing_keeps_status_5(tmp_path: Path) -> None:
+    """The negative control: no test at all is pytest's 5 with or without shards (the
+    one-job proof of the same tree has it too)."""
+    root = _project(tmp_path)
+    (root / "test_calc.py").unlink()
+    _as_shard(tmp_path, {})
+    code, [line] = _pytest_with_witness(root, workspace=root)
+    assert (code, line["exitstatus"]) == (5, 5)
+
+
+def test_the_witness_times_each_top_level_test(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    _, [line] = _pytest_with_witness(root, workspace=root)
+    durations = line["durations_us"]
+    assert isinstance(durations, dict)
+    assert sorted(durations) == ["test_calc.py::test_add", "test_calc.py::test_ok"]
+    assert all(isinstance(v, int) and v > 0 for v in durations.values())
