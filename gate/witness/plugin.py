@@ -1102,6 +1102,8 @@ def pytest_collection_modifyitems(session, config, items):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
+    if _SHARD is None:  # a one-job run's "no tests collected" is never rewritten
+        return
     if _EMPTY_SHARE and _int(_getattr(session, "exitstatus", 0) or 0) == 5:
         session.exitstatus = 0
 
