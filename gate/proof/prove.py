@@ -481,7 +481,7 @@ def prove(
     plan = _plan_runs(request, evidence, captured, configured, policy_result)
     ran = _run(evidence, sandbox, captured, configured, plan, request.proof_id)
     asked = _ask_after_runs(approver, captured, policy_result, plan, ran, asked)
-    judged = _judge(request, captured, configured, plan, policy_result, asked, ran)
+    judged = _judge(captured, configured, plan, policy_result, asked, ran)
     return _sign_receipt(
         request,
         evidence,
@@ -535,6 +535,8 @@ class _Plan:
     config: Config | None
     split: Split | None
     runs: bool
+    shard: ShardSpec | None  # SPEC §3.3: this proof is that shard of the split
+    preflight: bool  # `proofgate policy`: nothing runs, and the output is no verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -638,7 +640,13 @@ def _plan_runs(
         and ev.proven_tree is not None
         and result.decision is not Decision.DENY  # SPEC §3: DENY runs no untrusted code
     )
-    return _Plan(config=config, split=split, runs=runs)
+    return _Plan(
+        config=config,
+        split=split,
+        runs=runs,
+        shard=request.shard,
+        preflight=not request.run_checks,
+    )
 
 
 def _run(
@@ -713,7 +721,6 @@ def _ask_after_runs(
 
 
 def _judge(
-    request: ProveRequest,
     captured: _Captured,
     configured: _Configured,
     plan: _Plan,
@@ -740,11 +747,9 @@ def _judge(
         differentials=ran.diffs,
         tampered=_unjudged_tampering(config, room.results, ran.diffs),
     )
-    decided = decide(run) if request.run_checks else preflight(run)
+    decided = preflight(run) if plan.preflight else decide(run)
     own, outcome = (
-        shard.outcome(decided, request.shard, config)
-        if request.shard is not None
-        else (decided, decided)
+        shard.outcome(decided, plan.shard, config) if plan.shard is not None else (decided, decided)
     )
     captured.journal.append(
         "verdict", verdict=outcome.verdict.value, reasons=[r.code.value for r in outcome.reasons]
@@ -779,15 +784,15 @@ def _sign_receipt(
         builder=request.builder,
     )
     # `proofgate policy` ran nothing: its output is a pre-flight, never a verdict.
-    report = built if request.run_checks else receipt.Preflight(predicate=built)
+    report = receipt.Preflight(predicate=built) if plan.preflight else built
     predicate = report.to_dict()
     if ran.room.engine_id is not None:
         predicate["docker"] = {"engine_id": ran.room.engine_id}
-    if request.shard is None and request.run_checks:
+    if plan.shard is None and not plan.preflight:
         shard.record_durations(predicate, plan.config, ran.room.results, ev, evidence)
-    if request.shard is not None and plan.split is not None:
+    if plan.shard is not None and plan.split is not None:
         predicate["shard"] = shard.receipt_section(
-            request.shard,
+            plan.shard,
             plan.split,
             judged.own,
             ran.room.results,
@@ -815,5 +820,5 @@ def _sign_receipt(
         patch=ev.patch.data,
         markdown=render.to_markdown(predicate, signed=signing_key is not None),
         signed=signing_key is not None,
-        shard_verdict=judged.own.verdict if request.shard is not None else None,
+        shard_verdict=judged.own.verdict if plan.shard is not None else None,
     )
