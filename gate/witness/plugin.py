@@ -58,6 +58,7 @@ a sharded proof (SPEC §3.3): a session whose every collected test is another sh
 import ast
 import atexit
 import builtins
+import fnmatch
 import hashlib
 import json
 import operator
@@ -1073,13 +1074,60 @@ def _tree_path(item):
     return path[len(prefix) :] if path.startswith(prefix) else path
 
 
-# An empty share (SPEC §3.3): pytest collected tests, and every one of them is another
-# shard's (a file moved or renamed into another shard's keys, more shards than files,
-# zero recorded durations). pytest would end with status 5 (no tests collected), which
-# the one-job proof never sees; the session ends 0 instead, with a JUnit report of no
-# test, and the aggregate judges the union. A session that collected nothing at all
-# keeps its 5: the one-job proof of the same tree has it too.
+# An empty share (SPEC §3.3): every test pytest would collect is another shard's (their
+# files are not collected here, their other tests deselected: a file moved or renamed
+# into another shard's keys, more shards than files, zero recorded durations). pytest
+# would end with status 5 (no tests collected), which the one-job proof never sees; the
+# session ends 0 instead, with a JUnit report of no test, and the aggregate judges the
+# union. A session that collected nothing at all keeps its 5: the one-job proof of the
+# same tree has it too.
 _EMPTY_SHARE = []
+_IGNORED = []  # files of the tree whose every test is another shard's: never collected
+
+
+def _another_shards_file(path, config):
+    """True for a test module of the tree (a file of the split, or one pytest's
+    `python_files` select) whose every test is another shard's: pytest does not collect
+    it at all (its tests would only be deselected), so a shard pays for collecting its own
+    share. Never a directory, a package's `__init__.py`, a `conftest.py` (what they set
+    up is every shard's), another module (a doctest's goes by deselection), nor a file the
+    split divides by unit. None otherwise, so pytest's own rules (`--ignore`,
+    `collect_ignore`) decide."""
+    if _SHARD is None:
+        return None
+    index, count, assigned, by_unit = _SHARD
+    raw = os.path.normpath(str(path))
+    prefix = "/workspace/"
+    if not raw.startswith(prefix) or not raw.endswith(".py") or not os.path.isfile(raw):
+        return None
+    rel = raw[len(prefix) :]
+    name = os.path.basename(rel)
+    if name in ("__init__.py", "conftest.py") or rel in by_unit:
+        return None
+    if rel not in assigned:
+        try:
+            patterns = [str(p) for p in config.getini("python_files") or ()]
+        except (ValueError, TypeError):
+            return None
+        if not any(fnmatch.fnmatch(rel if "/" in p else name, p) for p in patterns):
+            return None
+    if _shard_of(rel, count, assigned) == index:
+        return None
+    _IGNORED.append(rel)
+    return True
+
+
+if int(pytest.__version__.split(".", 1)[0]) >= 7:
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_ignore_collect(collection_path, config):
+        return _another_shards_file(collection_path, config)
+
+else:
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_ignore_collect(path, config):
+        return _another_shards_file(path, config)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -1096,8 +1144,8 @@ def pytest_collection_modifyitems(session, config, items):
     if others:
         items[:] = mine
         config.hook.pytest_deselected(items=others)
-    if others and not mine:
-        _EMPTY_SHARE.append(len(others))
+    if (others or _IGNORED) and not mine:
+        _EMPTY_SHARE.append(len(others) + len(_IGNORED))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -1159,6 +1207,7 @@ def _install(module_globals):
     module_globals["pytest_load_initial_conftests"] = g["pytest_load_initial_conftests"]
     module_globals["pytest_collection_modifyitems"] = g["pytest_collection_modifyitems"]
     module_globals["pytest_sessionfinish"] = g["pytest_sessionfinish"]
+    module_globals["pytest_ignore_collect"] = g["pytest_ignore_collect"]
     g["_start"]()
 
 

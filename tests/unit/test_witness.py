@@ -386,3 +386,27 @@ def test_the_witness_times_each_top_level_test(tmp_path: Path) -> None:
     assert isinstance(durations, dict)
     assert sorted(durations) == ["test_calc.py::test_add", "test_calc.py::test_ok"]
     assert all(isinstance(v, int) and v > 0 for v in durations.values())
+
+
+def test_a_file_of_another_shard_is_not_even_collected(tmp_path: Path) -> None:
+    """A shard pays for collecting its own share only: another shard's test file is never
+    imported (its tests would only be deselected); its own files run as before."""
+    other = (
+        "from pathlib import Path\nPath('imported').write_text('x')\n\ndef test_x():\n    pass\n"
+    )
+    root = _project(tmp_path, **{"test_other.py": other})
+    _as_shard(tmp_path, {"test_calc.py": 1, "test_other.py": 2})
+    code, [line] = _pytest_with_witness(root, workspace=root)
+    assert not (root / "imported").exists()
+    assert (code, line["counts"]) == (1, {"passed": 1, "failed": 1, "error": 0, "skipped": 0})
+
+
+def test_without_a_shard_every_test_file_is_collected(tmp_path: Path) -> None:
+    """The negative control: the same tree as one job imports and runs that file."""
+    other = (
+        "from pathlib import Path\nPath('imported').write_text('x')\n\ndef test_x():\n    pass\n"
+    )
+    root = _project(tmp_path, **{"test_other.py": other})
+    code, [line] = _pytest_with_witness(root, workspace=root)
+    assert (root / "imported").exists()
+    assert (code, line["counts"]) == (1, {"passed": 2, "failed": 1, "error": 0, "skipped": 0})
