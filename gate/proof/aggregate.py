@@ -374,9 +374,13 @@ def _merge_checks(
         if not report.ran:
             notes.append(f"check {name}: no differential ran ({report.note})")
         reasons.extend(r for r in report.reasons if not (approved and r.code in HELD_CODES))
-        head_run = next((r for r in report.runs if r.name == differential.HEAD), None)
-        seen = head_run.outcomes if head_run is not None and head_run.outcomes else {}
-        executed = sum(1 for o in seen.values() if o is not TestOutcome.SKIP)
+        if report.ran:  # the union's head run: a test given by two shards counts once
+            head_run = next((r for r in report.runs if r.name == differential.HEAD), None)
+            seen = head_run.outcomes if head_run is not None and head_run.outcomes else {}
+            executed = sum(1 for o in seen.values() if o is not TestOutcome.SKIP)
+        else:  # no per-test outcomes (`differential: off`): the shards' JUnit counts
+            counted = {k: v for k, v in _dict(merged.get("junit")).items() if isinstance(v, int)}
+            executed = counted.get("tests", 0) - counted.get("skipped", 0)
         if (
             entries
             and executed == 0
