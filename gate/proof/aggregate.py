@@ -24,6 +24,7 @@ Pure but for the clock and the signing, which come in as arguments.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -273,6 +274,17 @@ def _judge_union(
     if base.outcomes is None:
         note = f"the base run produced no per-test outcomes ({base.problem})"
         return differential.not_run(name, mode, note), duplicates
+    # SPEC §3.2: a test's file is the file the base run reports, as in the one-job proof
+    # (not a changed module whose dotted name merely prefixes its classname); every
+    # shard's, or none (the changed modules then, as without a witness)
+    found: set[bytes] = set()
+    for _, sec in sections:
+        files = sec.get("base_test_files")
+        if not isinstance(files, list):
+            break
+        found.update(str(p).encode("utf-8", "surrogateescape") for p in files)
+    else:
+        base = dataclasses.replace(base, test_files=tuple(sorted(found)))
     first = sections[0][1]
     try:
         decision = Decision(str(first.get("no_proving_decision", "allow")))

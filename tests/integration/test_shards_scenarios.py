@@ -173,6 +173,16 @@ def head_regression_test_deleted() -> dict[bytes, object]:
     }
 
 
+def head_edits_a_tests_module() -> dict[bytes, object]:
+    # a module named `tests` (app/tests.py: no test file, pytest does not collect it) is a
+    # dotted prefix of every test's classname (tests.sub.test_f): the change editing it
+    # leaves the base's test of mul, failing in the trusted run, in an unchanged file
+    return {
+        **head_conftest_hides_regression(),
+        b"app/tests.py": b"CASES = [1, 2, 3]\n",
+    }
+
+
 def head_smoke_fails() -> dict[bytes, object]:
     return {b"calc.py": CALC.replace(b"return -a", b"return a")}
 
@@ -211,6 +221,12 @@ CASES = {
         head_new_test_file(), "FAILED", ("check-failed",), base_tree(PRE_EXISTING)
     ),
     "deleted-and-added": Case(head_deleted_and_added(), "HELD", ("policy-hold", "tests-lost")),
+    "regression-beside-a-tests-module": Case(
+        head_edits_a_tests_module(),
+        "FAILED",
+        ("policy-hold", "regression", "tests-lost"),
+        base_tree({b"app/tests.py": b"CASES = [1, 2]\n"}),
+    ),
     "second-check-fails": Case(head_smoke_fails(), "FAILED", ("check-failed",)),
     # a check with `junit` and `differential: off` is split like any other: the shards'
     # JUnit reports count its tests, though no differential ran on any of them
