@@ -183,6 +183,21 @@ def head_edits_a_tests_module() -> dict[bytes, object]:
     }
 
 
+CONFTEST = b"import pytest\n\n\n@pytest.fixture\ndef two():\n    return 2\n"
+
+
+def head_conftest_changed() -> dict[bytes, object]:
+    more = b"\n\n@pytest.fixture\ndef three():\n    return 3\n"
+    test = _plain("g", {**_bodies(5), "three": "assert three == 3"}).replace(
+        b"def test_g_three()", b"def test_g_three(three)"
+    )
+    return {b"tests/conftest.py": CONFTEST + more, b"tests/sub/test_g.py": test}
+
+
+def head_broken_test_module() -> dict[bytes, object]:
+    return {b"tests/test_d.py": _plain("d", _bodies(3)) + b"\ndef broken(:\n"}
+
+
 def head_smoke_fails() -> dict[bytes, object]:
     return {b"calc.py": CALC.replace(b"return -a", b"return a")}
 
@@ -193,11 +208,14 @@ class Case:
     verdict: str  # the one-job proof's
     codes: tuple[str, ...]  # its reason codes
     base: dict[bytes, object] | None = None
+    proving: bool = False  # the one-job proof lists the new test of `sub` as proving
 
 
 PRE_EXISTING = {
     b"tests/sub/test_i.py": _plain("i", {**_bodies(6), "bad": "assert add(1, 1) == 3"}),
 }
+WITH_CONFTEST = {b"tests/conftest.py": CONFTEST}
+FULL = {b".github/proofgate.yml": config_yaml(CHECK + "    differential: full\n" + SMOKE, POLICY)}
 HELD_EXPECTATION = ("expectation-changed",)
 CASES = {
     "expectation-changed": Case(head_expectation_changed(), "HELD", HELD_EXPECTATION),
@@ -212,7 +230,7 @@ CASES = {
     "regression-test-deleted": Case(
         head_regression_test_deleted(), "HELD", ("expectation-changed", "policy-hold", "tests-lost")
     ),
-    "proving-test": Case(head_proving_test(), "PROVEN", ()),
+    "proving-test": Case(head_proving_test(), "PROVEN", (), None, True),
     "policy-hold-and-honest-code": Case(head_policy_hold(), "HELD", ("policy-hold",)),
     "param-lost": Case(head_param_lost(), "HELD", ("tests-lost",)),
     "class-test-moved": Case(head_class_test_moved(), "PROVEN", ()),
@@ -227,6 +245,14 @@ CASES = {
         ("policy-hold", "regression", "tests-lost"),
         base_tree({b"app/tests.py": b"CASES = [1, 2]\n"}),
     ),
+    "conftest-changed": Case(
+        head_conftest_changed(), "HELD", ("policy-hold",), base_tree(WITH_CONFTEST)
+    ),
+    # a head test module that does not parse: an error at collection in every shard
+    "broken-test-module": Case(head_broken_test_module(), "FAILED", ("check-failed", "tests-lost")),
+    # `differential: full`: the proving run finds the new test failing without the change,
+    # in whichever shard runs it
+    "full-proving-test": Case(head_proving_test(), "PROVEN", (), base_tree(FULL), True),
     "second-check-fails": Case(head_smoke_fails(), "FAILED", ("check-failed",)),
     # a check with `junit` and `differential: off` is split like any other: the shards'
     # JUnit reports count its tests, though no differential ran on any of them
@@ -259,5 +285,7 @@ def test_aggregate_verdict_equals_the_one_job_proof(
     assert got_agg == got_one, aggregate["reasons"]
     assert got_one == (case.verdict, case.codes, EXIT[case.verdict])
     unit_one, unit_agg = whole["checks"][0]["tests"], aggregate["checks"][0]["tests"]  # type: ignore[index]
-    for key in ("regressions", "expectation_changed", "lost"):
+    for key in ("regressions", "expectation_changed", "lost", "proving"):
         assert unit_agg.get(key) == unit_one.get(key), key
+    if case.proving:
+        assert unit_one["proving"] == ["tests.test_b::test_b_sub"]
