@@ -24,6 +24,7 @@ Pure but for the clock and the signing, which come in as arguments.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -273,6 +274,17 @@ def _judge_union(
     if base.outcomes is None:
         note = f"the base run produced no per-test outcomes ({base.problem})"
         return differential.not_run(name, mode, note), duplicates
+    # SPEC §3.2: a test's file is the file the base run reports, as in the one-job proof
+    # (not a changed module whose dotted name merely prefixes its classname); every
+    # shard's, or none (the changed modules then, as without a witness)
+    found: set[bytes] = set()
+    for _, sec in sections:
+        files = sec.get("base_test_files")
+        if not isinstance(files, list):
+            break
+        found.update(str(p).encode("utf-8", "surrogateescape") for p in files)
+    else:
+        base = dataclasses.replace(base, test_files=tuple(sorted(found)))
     first = sections[0][1]
     try:
         decision = Decision(str(first.get("no_proving_decision", "allow")))
@@ -374,9 +386,13 @@ def _merge_checks(
         if not report.ran:
             notes.append(f"check {name}: no differential ran ({report.note})")
         reasons.extend(r for r in report.reasons if not (approved and r.code in HELD_CODES))
-        head_run = next((r for r in report.runs if r.name == differential.HEAD), None)
-        seen = head_run.outcomes if head_run is not None and head_run.outcomes else {}
-        executed = sum(1 for o in seen.values() if o is not TestOutcome.SKIP)
+        if report.ran:  # the union's head run: a test given by two shards counts once
+            head_run = next((r for r in report.runs if r.name == differential.HEAD), None)
+            seen = head_run.outcomes if head_run is not None and head_run.outcomes else {}
+            executed = sum(1 for o in seen.values() if o is not TestOutcome.SKIP)
+        else:  # no per-test outcomes (`differential: off`): the shards' JUnit counts
+            counted = {k: v for k, v in _dict(merged.get("junit")).items() if isinstance(v, int)}
+            executed = counted.get("tests", 0) - counted.get("skipped", 0)
         if (
             entries
             and executed == 0

@@ -511,6 +511,42 @@ def test_an_empty_share_is_recorded_and_the_union_judged() -> None:
     assert run.predicate["checks"][0]["empty_shares"] == [2]  # type: ignore[index]
 
 
+def test_a_test_lives_in_the_file_the_base_run_reports() -> None:
+    """A base test failing in the trusted run, its file unchanged, is a regression: a
+    changed module whose dotted name prefixes its classname (app/tests.py, `tests`) is
+    not its file. Without the base run's files (older shard receipts), the changed
+    modules stand in, as for a run without the witness."""
+    one, two = _predicate(1), _predicate(2)
+    for p in (one, two):
+        p["inventory"] = [{"path": "calc.py", "status": "modified"}]
+        p["inventory"].append({"path": "app/tests.py", "status": "modified"})  # type: ignore[attr-defined]
+    one["shard"]["checks"]["unit"]["base_test_files"] = ["tests/test_a.py"]  # type: ignore[index]
+    section = two["shard"]["checks"]["unit"]  # type: ignore[index]
+    section["base_test_files"] = ["tests/test_b.py"]
+    section["outcomes"]["trusted"] = [["tests.test_b", "test_1", "fail"]]
+    verdict, reasons = _aggregate(one, two)
+    assert (verdict, [r["code"] for r in reasons]) == ("FAILED", ["regression"])
+    del section["base_test_files"]
+    verdict, reasons = _aggregate(one, two)
+    assert (verdict, [r["code"] for r in reasons]) == ("HELD", ["expectation-changed"])
+
+
+@pytest.mark.parametrize(("skipped", "verdict"), [(0, "PROVEN"), (1, "INCONCLUSIVE")])
+def test_a_split_check_without_a_differential_counts_the_shards_junit(
+    skipped: int, verdict: str
+) -> None:
+    """`differential: off`: no shard has per-test outcomes of the check; the shards' JUnit
+    reports say whether a test was executed, as the one-job proof's report does."""
+    shards = [_predicate(1), _predicate(2)]
+    for p in shards:
+        del p["shard"]["checks"]["unit"]  # type: ignore[attr-defined]
+        p["checks"][0]["tests"] = {"differential": "off", "ran": False}  # type: ignore[index]
+        p["checks"][0]["junit"]["skipped"] = skipped * p["checks"][0]["junit"]["tests"]  # type: ignore[index]
+    got, reasons = _aggregate(*shards)
+    assert got == verdict, reasons
+    assert [r["code"] for r in reasons] == ([] if not skipped else ["junit-no-tests"])
+
+
 def test_a_shards_own_failure_carries_over() -> None:
     two = _predicate(2)
     two["reasons"] = [
