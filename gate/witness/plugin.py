@@ -1081,7 +1081,7 @@ def _tree_path(item):
 # session ends 0 instead, with a JUnit report of no test, and the aggregate judges the
 # union. A session that collected nothing at all keeps its 5: the one-job proof of the
 # same tree has it too.
-_EMPTY_SHARE = []
+_EMPTY_SHARE = []  # holds True once this shard's share turned out empty
 _IGNORED = []  # files of the tree whose every test is another shard's: never collected
 
 
@@ -1097,10 +1097,9 @@ def _another_shards_file(path, config):
         return None
     index, count, assigned, by_unit = _SHARD
     raw = os.path.normpath(str(path))
-    prefix = "/workspace/"
-    if not raw.startswith(prefix) or not raw.endswith(".py") or not os.path.isfile(raw):
+    if not raw.startswith(_WORKSPACE) or not raw.endswith(".py") or not os.path.isfile(raw):
         return None
-    rel = raw[len(prefix) :]
+    rel = raw[len(_WORKSPACE) :]
     name = os.path.basename(rel)
     if name in ("__init__.py", "conftest.py") or rel in by_unit:
         return None
@@ -1109,7 +1108,12 @@ def _another_shards_file(path, config):
             patterns = [str(p) for p in config.getini("python_files") or ()]
         except (ValueError, TypeError):
             return None
-        if not any(fnmatch.fnmatch(rel if "/" in p else name, p) for p in patterns):
+        # as pytest matches them (and proofgate's split, gate/proof/shard.py `collected`):
+        # a pattern without `/` the file's name, one with `/` the end of its path
+        if not any(
+            fnmatch.fnmatchcase(name, p) if "/" not in p else fnmatch.fnmatchcase(raw, "*/" + p)
+            for p in patterns
+        ):
             return None
     if _shard_of(rel, count, assigned) == index:
         return None
@@ -1145,7 +1149,7 @@ def pytest_collection_modifyitems(session, config, items):
         items[:] = mine
         config.hook.pytest_deselected(items=others)
     if (others or _IGNORED) and not mine:
-        _EMPTY_SHARE.append(len(others) + len(_IGNORED))
+        _EMPTY_SHARE.append(True)
 
 
 @pytest.hookimpl(tryfirst=True)
