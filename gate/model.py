@@ -148,6 +148,8 @@ class ReasonCode(enum.StrEnum):
     REGRESSION = "regression"
     EXPECTATION_CHANGED = "expectation-changed"
     TESTS_LOST = "tests-lost"
+    # a head or trusted run gave no per-test outcomes: the differential never fails open
+    DIFFERENTIAL_INCOMPLETE = "differential-incomplete"
     ENVIRONMENT_CHANGED = "environment-changed"
     # SPEC §3.2: a workspace file the base's tests read, and the change edits it
     TEST_INPUT_CHANGED = "test-input-changed"

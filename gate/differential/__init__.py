@@ -50,6 +50,7 @@ __all__ = [
     "DifferentialReport",
     "Run",
     "compare",
+    "could_not_run",
     "fingerprints",
     "inputs_changed",
     "not_run",
@@ -74,6 +75,9 @@ MAX_LISTED = 50  # per list in the receipt; the SHA-256 covers the full list
 NO_PROVING_TEST = "no-proving-test"
 
 BASE, HEAD, TRUSTED, PROVING = "base", "head", "trusted", "proving"
+# a run whose outcomes the witness contradicts: none, and `evidence-tampered` (FAILED) says
+# why, not `differential-incomplete`
+CONTRADICTED = "the witness contradicts its evidence"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -205,7 +209,21 @@ def list_digest(items: Iterable[str]) -> str:
 
 
 def not_run(check: str, mode: DifferentialMode, note: str) -> DifferentialReport:
+    """A check with no differential (`differential: off`, no `junit`): recorded, and
+    the coverage says so."""
     return DifferentialReport(check=check, mode=mode, ran=False, note=note)
+
+
+def could_not_run(check: str, mode: DifferentialMode, note: str) -> DifferentialReport:
+    """A check whose differential should have run and could not (its trees, its image):
+    INCONCLUSIVE `differential-incomplete`, never a note beside a PROVEN (SPEC §3.1)."""
+    reason = Reason(
+        code=ReasonCode.DIFFERENTIAL_INCOMPLETE,
+        message=f"the differential could not run ({note}): the base's tests did not judge "
+        "the change",
+        check=check,
+    )
+    return DifferentialReport(check=check, mode=mode, ran=False, note=note, reasons=(reason,))
 
 
 # -- where a test lives ----------------------------------------------------------------
@@ -379,32 +397,46 @@ def compare(
     test may be another shard's. Lost tests and `no-proving-test` are listed but not
     judged here; `gate.proof.aggregate` judges them over the union of the shards.
 
-    The base run must have outcomes (else call `not_run`); a head, trusted or proving run
-    without outcomes counts as every test absent from it, and says why.
+    A differential never fails open (SPEC §3.1). A test is pre-existing only when the
+    base run reported it failing: a base run without outcomes (its setup or build failed,
+    it timed out, it wrote no report) leaves nothing pre-existing, and every failure of
+    the base's tests in the trusted run counts. A trusted or head run without outcomes is
+    `differential-incomplete`, naming the run and why.
     """
-    assert base.outcomes is not None  # noqa: S101 - caller's contract
-    b = base.outcomes
+    b = base.outcomes or {}
     h = head.outcomes or {}
-    in_trusted = _with_collection_errors(trusted.outcomes or {})
-    # SPEC §3.2: a test's file is the file the base run itself reports (the witness saw
-    # its collected tests' files); without that report (no witness), the changed modules
-    test_mods = _modules(base.test_files) if base.test_files else _modules(changed)
+    t = trusted.outcomes
+    in_trusted = _with_collection_errors(t or {})
+    # SPEC §3.2: a test's file is the file the run itself reports (the witness saw its
+    # collected tests' files): the base run's, or where it gave none the trusted run's
+    # (the base's test files too); without a witness, the changed modules
+    reported = base.test_files or trusted.test_files
+    test_mods = _modules(reported) if reported else _modules(changed)
 
     regressions: list[TestId] = []
     expectation: list[TestId] = []
     lost: list[TestId] = []
-    for tid, outcome in sorted(b.items()):
-        if outcome is not TestOutcome.PASS:
-            continue
+    judged = sorted({*b, *(t or {})}) if t is not None else []
+    covered = {m for tid in b for m in _dotted_prefixes(tid.classname)}
+    for tid in judged:
+        if not tid.classname and tid not in b and tid.name in covered:
+            continue  # a module that did not collect: judged as its base tests, above
+        before = b.get(tid)
+        if before in (TestOutcome.FAIL, TestOutcome.ERROR):
+            continue  # pre-existing: recorded, not held against the change
         got = in_trusted(tid)
         if got in (TestOutcome.FAIL, TestOutcome.ERROR):
-            where = _locate(tid, test_mods)
+            where = _locate(_as_test(tid), test_mods)
             edited = where is not None and where[0] in changed
             (expectation if edited else regressions).append(tid)
-        elif got is None or got is TestOutcome.SKIP:
+        elif before is TestOutcome.PASS and (got is None or got is TestOutcome.SKIP):
             regressions.append(tid)
-        if h.get(tid) in (None, TestOutcome.SKIP):
-            lost.append(tid)
+    if head.outcomes is not None:
+        lost = [
+            tid
+            for tid, o in sorted(b.items())
+            if o is TestOutcome.PASS and h.get(tid) in (None, TestOutcome.SKIP)
+        ]
     survived: list[str] = []
     if lost:  # parsing every test file of both trees (seconds on a real suite) only then
         base_prints, head_prints = prints or (fingerprints(base_files), fingerprints(head_files))
@@ -425,17 +457,15 @@ def compare(
         proves = sorted(tid for tid, o in h.items() if o is TestOutcome.PASS and tid not in b)
     pre = sorted(tid for tid, o in b.items() if o in (TestOutcome.FAIL, TestOutcome.ERROR))
 
-    reasons: list[Reason] = []
-    problems = {r.name: r.problem for r in (head, trusted) if r.outcomes is None and r.problem}
+    reasons = _incomplete(check, head, trusted)
     if regressions:
-        why = f" (the trusted run: {problems[TRUSTED]})" if TRUSTED in problems else ""
         reasons.append(
             _reason(
                 ReasonCode.REGRESSION,
                 check,
                 [str(x) for x in regressions],
-                "that pass on the base fail, are skipped or are missing against the change "
-                f"with the base's tests{why}",
+                "of the base fail, are skipped or are missing against the change (the "
+                "base's tests, not failing on the base)",
             )
         )
     if expectation:
@@ -444,8 +474,8 @@ def compare(
                 ReasonCode.EXPECTATION_CHANGED,
                 check,
                 [str(x) for x in expectation],
-                "that pass on the base fail against the change, and the change edits their "
-                "files: a person confirms the old expectation is wrong",
+                "of the base fail against the change, and the change edits their files: "
+                "a person confirms the old expectation is wrong",
             )
         )
     if lost and not scoped:
@@ -470,10 +500,18 @@ def compare(
         elif no_proving_decision is Decision.DENY:
             reasons.append(Reason(code=ReasonCode.POLICY_DENY, message=message, check=check))
     runs = (head, base, trusted) + ((proving,) if proving is not None else ())
+    note = None
+    if base.outcomes is None:
+        note = (
+            f"the base run gave no per-test outcomes ({base.problem or 'no JUnit report'}): "
+            "nothing is pre-existing, and every failure of the base's tests against the "
+            "change counts"
+        )
     return DifferentialReport(
         check=check,
         mode=mode,
         ran=True,
+        note=note,
         runs=runs,
         regressions=tuple(str(x) for x in regressions),
         expectation_changed=tuple(str(x) for x in expectation),
@@ -485,6 +523,36 @@ def compare(
         findings=tuple(findings),
         reasons=tuple(reasons),
     )
+
+
+def _dotted_prefixes(name: str) -> Iterable[str]:
+    parts = name.split(".")
+    return (".".join(parts[:i]) for i in range(1, len(parts) + 1))
+
+
+def _as_test(tid: TestId) -> TestId:
+    """A module that failed to collect (pytest: `classname=""`, `name=<dotted module>`)
+    is located as the module itself."""
+    return tid if tid.classname else TestId(classname=tid.name, name="")
+
+
+def _incomplete(check: str, head: Run, trusted: Run) -> list[Reason]:
+    """SPEC §3.1: a head or trusted run that gave no per-test outcomes leaves the
+    differential incomplete (INCONCLUSIVE), never PROVEN with a note."""
+    out: list[Reason] = []
+    runs = ((trusted, "the base's tests against the change"), (head, "the change's own tests"))
+    for run, what in runs:
+        if run.outcomes is None and run.problem != CONTRADICTED:
+            why = run.problem or "no JUnit report was written"
+            out.append(
+                Reason(
+                    code=ReasonCode.DIFFERENTIAL_INCOMPLETE,
+                    message=f"the {run.name} run gave no per-test outcomes ({why}): "
+                    f"{what} could not be judged",
+                    check=check,
+                )
+            )
+    return out
 
 
 HELD_CODES = frozenset(
@@ -503,21 +571,28 @@ def environment_reason(
     """SPEC §3.2: what the judging run's setup and build changed outside /workspace that
     the base's did not (gate/differential/environment.py), and the HELD reason for it.
 
-    Where either side has no record (the run did not get that far), nothing is judged
-    here: the run's own problem already keeps the verdict from PROVEN."""
+    Where the judging run has no record (it did not get that far), nothing is judged
+    here: its own problem keeps the verdict from PROVEN. Where the base has none (its
+    setup or build did not finish), nothing vouches for any change: every one counts
+    (SPEC §3.1, a differential never fails open)."""
     from gate.differential import environment  # noqa: PLC0415 - a module beside this one
 
-    if judged.environment is None or base.environment is None:
+    if judged.environment is None:
         return (), None
-    fresh = environment.new_in(judged.environment, base.environment)
+    fresh = environment.new_in(judged.environment, base.environment or EnvRecord())
     if not fresh:
         return (), None
     shown = ", ".join(f"{c.path or '(more)'} {c.kind}" for c in fresh[:5])
     more = f" (and {len(fresh) - 5} more)" if len(fresh) > 5 else ""
+    unvouched = (
+        "as the base's setup and build did not"
+        if base.environment is not None
+        else "and the base's setup and build did not finish, so nothing of it is the base's"
+    )
     message = (
         f"setup or build changed what the {judged.name} run's tests execute, outside "
-        f"/workspace, as the base's setup and build did not: {shown}{more}. A person "
-        "confirms the new environment (e.g. a dependency bump) before it judges"
+        f"/workspace, {unvouched}: {shown}{more}. A person confirms the new environment "
+        "(e.g. a dependency bump) before it judges"
     )
     return fresh, Reason(code=ReasonCode.ENVIRONMENT_CHANGED, message=message, check=check)
 

@@ -54,7 +54,20 @@ MAX_HASHED_BYTES = 64 * 1024 * 1024  # per file
 
 # Kernel and per-container filesystems and the check's own mounts: never the image's
 # files, and nothing of them reaches a test container (fresh tmpfs or proofgate's).
-_VOLATILE = ("/proc", "/sys", "/dev", "/tmp", "/var/tmp", "/run", WORKSPACE, MOUNT)  # noqa: S108
+# The daemon's own init (`init=True`) is bind-mounted over its mount point in every
+# container: whatever a commit holds there never runs.
+_VOLATILE = (
+    "/proc",
+    "/sys",
+    "/dev",
+    "/tmp",  # noqa: S108
+    "/var/tmp",  # noqa: S108
+    "/run",
+    WORKSPACE,
+    MOUNT,
+    "/sbin/docker-init",
+    "/usr/sbin/docker-init",
+)
 _PATH_DIRS = frozenset(
     {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
 )

@@ -271,9 +271,6 @@ def _judge_union(
         runs[run] = got
         duplicates += dup
     base = runs[differential.BASE]
-    if base.outcomes is None:
-        note = f"the base run produced no per-test outcomes ({base.problem})"
-        return differential.not_run(name, mode, note), duplicates
     # SPEC §3.2: a test's file is the file the base run reports, as in the one-job proof
     # (not a changed module whose dotted name merely prefixes its classname); every
     # shard's, or none (the changed modules then, as without a witness)

@@ -48,6 +48,7 @@ from gate.model import (
     EnvRecord,
     Evidence,
     ImageRef,
+    Phase,
     Reason,
     ReasonCode,
     TreeId,
@@ -101,13 +102,30 @@ def _outcomes_only(result: CheckResult, name: str) -> Run:
         if c.timed_out
     ]
     if result.junit_report is None:
-        why = "; ".join(late) or "no JUnit report was written"
+        # what ended the run before its report, in the words of the step that failed
+        why = "; ".join([*late, *_failed(result)]) or "no JUnit report was written"
         return Run(name=name, outcomes=None, problem=why)
     try:
         outcomes = parse_outcomes(result.junit_report)
     except ValueError as e:
         return Run(name=name, outcomes=None, problem=f"the JUnit report is unusable: {e}")
     return Run(name=name, outcomes=outcomes, problem="; ".join(late) or None)
+
+
+def _failed(result: CheckResult) -> list[str]:
+    """The command that failed (its phase and exit status), or the clean room's error."""
+    out = [
+        f"{p.phase.value}: `{' '.join(c.argv)}` exited {c.exit_code}"
+        for p in result.phases
+        for c in p.commands
+        if c.exit_code not in (None, 0) and not c.timed_out
+    ][:1]
+    if result.error:
+        out.append(f"the clean room: {result.error}")
+    ran = {p.phase for p in result.phases if p.commands}
+    if not out and Phase.TEST not in ran:
+        out.append("the test phase did not run")
+    return out
 
 
 # -- the local cache of base runs --------------------------------------------------------
@@ -325,11 +343,8 @@ class Pending:
                 plan.cached_base, reused_from=f"base-run cache entry {plan.cache_entry}"
             )
         if plan.note is not None:
-            return differential.not_run(spec.name, spec.differential, plan.note)
+            return differential.could_not_run(spec.name, spec.differential, plan.note)
         base = runs[BASE]
-        if base.outcomes is None:
-            note = f"the base run produced no per-test outcomes ({base.problem})"
-            return differential.not_run(spec.name, spec.differential, note)
         if head is None:
             head_run = Run(name="head", outcomes=None, problem="the head run did not run")
         else:
@@ -346,7 +361,7 @@ class Pending:
         if any(t.startswith(f"{TRUSTED}: ") for t in tampered):
             # SPEC §3.2: what the witness contradicts is no outcome at all
             runs[TRUSTED] = dataclasses.replace(
-                runs[TRUSTED], outcomes=None, problem="the witness contradicts its evidence"
+                runs[TRUSTED], outcomes=None, problem=differential.CONTRADICTED
             )
         ev = self._ev
         changed = frozenset(p for e in ev.inventory for p in (e.path, e.old_path) if p is not None)

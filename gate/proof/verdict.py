@@ -106,6 +106,7 @@ def verdict_for(code: ReasonCode) -> Verdict:
             | ReasonCode.SHARD_PARTIAL
             | ReasonCode.SHARDS_DISAGREE
             | ReasonCode.SHARDS_INCOMPLETE
+            | ReasonCode.DIFFERENTIAL_INCOMPLETE
         ):
             return Verdict.INCONCLUSIVE
         case _:

@@ -630,6 +630,8 @@ def _tests(p: Mapping[str, object]) -> str:
             f"- {name}: {_text(count[0], '0')} passed on the base; "
             f"{_text(count[1], '0')} of the base's tests pass against the change; {proves}."
         )
+        if _get(t, "note") is not None:  # e.g. the base gave no outcomes (SPEC §3.1)
+            lines.append(f"- {name}: {_text(_get(t, 'note'))}")
         rows = [
             [_text(run)]
             + [_text(_get(runs, run, o), "0") for o in ("pass", "fail", "error", "skip")]

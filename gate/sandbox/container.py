@@ -83,6 +83,7 @@ log = logging.getLogger("gate.sandbox")
 
 _KILL_GRACE_S = 10.0  # how long to wait for an output stream to close after a kill
 _GONE_S = 30.0  # how long a killed container may take to disappear
+_FREEZE_RETRIES_S = (0.2, 0.5, 1.0, 2.0)  # waits before asking the runtime to freeze again
 
 
 # SPEC §3.2: outside the tree, in proofgate's own volume (gate/witness/host.py)
@@ -118,10 +119,13 @@ class CheckRun:
         # SPEC §3.2: record what setup and build changed outside /workspace before the
         # container becomes the test phase's image (gate/sandbox/envdiff.py); on top of
         # what a cached environment's setup changed (`start_env`)
+        # what setup and build left is recorded once they have ended: None until then, so a
+        # run whose setup or build did not finish has no record, never an empty one
         self.record_environment = record_environment
-        self.env_changes: EnvRecord | None = start_env if record_environment else None
-        if record_environment and self.env_changes is None:
-            self.env_changes = EnvRecord()
+        self._start_env = start_env
+        self.env_changes: EnvRecord | None = None
+        if record_environment and not any(p is not Phase.TEST for p, _ in spec.phases):
+            self.env_changes = start_env or EnvRecord()  # nothing runs before the tests
         self._recorder: threading.Thread | None = None  # lists the frozen build container
         self._frozen: str | None = None
         self._record_error: BaseException | None = None
@@ -483,8 +487,7 @@ class CheckRun:
         """
         cid = self.container_id
         if self.record_environment:
-            with docker_errors("freeze the container after setup and build"):
-                self.api.pause(cid)
+            self._freeze(cid)
             if label_record:
                 self._record_changes(cid)
                 assert self.env_changes is not None  # noqa: S101 - just recorded
@@ -493,6 +496,28 @@ class CheckRun:
         with docker_errors(what):
             got: dict[str, object] = self.api.commit(cid, pause=False, conf={"Labels": labels})
         return got
+
+    def _freeze(self, cid: str) -> None:
+        """Pause the container (its cgroup frozen), asking again when the runtime gives up.
+
+        Under heavy load the kernel may not freeze every task before runc's own retries
+        run out ("OCI runtime pause failed: unable to freeze"); runc leaves retrying to the
+        caller. Without this a base run ended after its build with no test phase, and
+        what stopped it was lost.
+
+        Raises:
+            DockerRefused, SandboxError: still refused after the last attempt.
+        """
+        for delay in (*_FREEZE_RETRIES_S, None):
+            try:
+                with docker_errors("freeze the container after setup and build"):
+                    self.api.pause(cid)
+                return
+            except DockerRefused as e:
+                if delay is None or e.not_found or self.stop is not None and self.stop.is_set():
+                    raise
+                self.journal.append("freeze-retried", check=self.spec.name, error=str(e))
+                time.sleep(delay)
 
     def _start_recording(self, frozen: str) -> None:
         """List what the frozen build container changed, beside the test phase."""
@@ -533,7 +558,7 @@ class CheckRun:
         except DockerRefused as e:  # no record is an incomplete one: never "unchanged"
             self.journal.append("environment-unrecorded", check=self.spec.name, error=str(e))
             got = EnvRecord(complete=False)
-        self.env_changes = envjudge.merge(self.env_changes or EnvRecord(), got)
+        self.env_changes = envjudge.merge(self._start_env or EnvRecord(), got)
         self.journal.append(
             "environment-recorded",
             check=self.spec.name,

@@ -68,7 +68,9 @@ TABLE = [
     ({ADD: P, SUB: P}, {ADD: S, SUB: P}, {b"calc.py"}, ["regression"]),
     ({ADD: S, SUB: P}, {ADD: P, SUB: P}, {b"calc.py"}, ["tests-lost"]),
     ({SUB: P}, {ADD: P, SUB: P}, {b"calc.py"}, ["tests-lost"]),
-    (None, None, {b"calc.py"}, ["regression", "tests-lost"]),
+    (None, None, {b"calc.py"}, ["differential-incomplete", "differential-incomplete"]),
+    ({ADD: P, SUB: P}, None, {b"calc.py"}, ["differential-incomplete"]),
+    (None, {ADD: P, SUB: P}, {b"calc.py"}, ["differential-incomplete"]),
 ]
 
 
@@ -85,6 +87,8 @@ TABLE = [
         "skipped-in-head",
         "absent-in-head",
         "no-reports",
+        "no-trusted-report",
+        "no-head-report",
     ],
 )
 def test_spec_table(
@@ -100,6 +104,63 @@ def test_reason_codes_map_to_the_spec_verdicts() -> None:
     assert verdict_for(ReasonCode.REGRESSION).value == "FAILED"
     assert verdict_for(ReasonCode.EXPECTATION_CHANGED).value == "HELD"
     assert verdict_for(ReasonCode.TESTS_LOST).value == "HELD"
+    assert verdict_for(ReasonCode.DIFFERENTIAL_INCOMPLETE).value == "INCONCLUSIVE"
+
+
+def _without_base(
+    trusted: dict[TestId, TestOutcome], changed: frozenset[bytes] = frozenset({b"calc.py"})
+) -> differential.DifferentialReport:
+    return compare(
+        check="unit",
+        mode=DifferentialMode.TRUSTED,
+        head=Run(name="head", outcomes={ADD: P, SUB: P}),
+        base=Run(name="base", outcomes=None, problem="build: `make` exited 2"),
+        trusted=Run(name="trusted", outcomes=trusted),
+        proving=None,
+        changed=changed,
+        nontest_changed=True,
+        base_files={},
+        head_files={},
+    )
+
+
+@pytest.mark.parametrize(
+    ("trusted", "changed", "codes"),
+    [
+        ({ADD: P, SUB: P}, {b"calc.py"}, []),
+        ({ADD: F, SUB: P}, {b"calc.py"}, ["regression"]),
+        ({ADD: E, SUB: P}, {b"calc.py"}, ["regression"]),
+        ({ADD: F, SUB: P}, {b"calc.py", b"tests/test_calc.py"}, ["expectation-changed"]),
+        ({TestId(classname="", name="tests.test_calc"): E}, {b"calc.py"}, ["regression"]),
+    ],
+    ids=["passes", "fails", "errors", "fails-file-changed", "module-does-not-import"],
+)
+def test_a_base_without_outcomes_leaves_nothing_pre_existing(
+    trusted: dict[TestId, TestOutcome], changed: set[bytes], codes: list[str]
+) -> None:
+    """SPEC §3.1: a differential never fails open. With no outcomes from the base (its
+    build failed), every failure of the base's tests against the change counts; the
+    pull request that fixes a broken main is PROVEN when the base's tests pass on it."""
+    report = _without_base(trusted, frozenset(changed))
+    assert _codes(report) == codes
+    assert report.ran
+    assert report.note is not None
+    assert "build: `make` exited 2" in report.note
+    assert report.to_dict()["note"] == report.note
+
+
+def test_a_test_the_base_did_not_report_failing_is_not_pre_existing() -> None:
+    """Pre-existing means reported failing by the base, test by test: a test the base
+    skipped, or did not report at all, that fails against the change counts."""
+    report = _compare({ADD: P, SUB: P}, {ADD: F, SUB: F}, base={ADD: S})
+    assert _codes(report) == ["regression"]
+    assert report.regressions == ("tests.test_calc::test_add", "tests.test_calc::test_sub")
+
+
+def test_a_differential_that_could_not_run_is_inconclusive() -> None:
+    report = differential.could_not_run("unit", DifferentialMode.TRUSTED, "no trees")
+    assert _codes(report) == ["differential-incomplete"]
+    assert "no trees" in report.reasons[0].message
 
 
 def test_base_failures_are_pre_existing_not_held() -> None:
