@@ -32,7 +32,7 @@ IMAGE = "proofgate/cleanroom:latest"
 DRIVER = r"""
 import json, os, resource, subprocess, sys, time
 runs, args = int(sys.argv[1]), sys.argv[2:]
-ways = {"bare": None, "witness": "/bench/new"}
+ways = {"bare": None, "witness": "/bench/new/boot"}
 if os.path.isdir("/bench/old"):
     ways["previous"] = "/bench/old"
 times = {k: [] for k in ways}
@@ -93,13 +93,13 @@ def from_repo(root: Path, repo: Path, rev: str) -> None:
 
 
 def plugin_dir(dest: Path, source: bytes | None) -> None:
+    """This checkout's start-up hook and witness as the clean room lays them out (`boot/`
+    goes on PYTHONPATH), or `source`: an older single-file plugin, on PYTHONPATH itself."""
     dest.mkdir(parents=True)
     if source is None:
-        with tarfile.open(fileobj=io.BytesIO(plugin_tar(writable_prefix=False))) as t:
-            member = t.getmember("witness/proofgate_witness.py")
-            got = t.extractfile(member)
-            assert got is not None
-            source = got.read()
+        with tarfile.open(fileobj=io.BytesIO(plugin_tar())) as t:
+            t.extractall(dest, filter="data")
+        return
     (dest / "proofgate_witness.py").write_bytes(source)
 
 

@@ -148,6 +148,9 @@ class ReasonCode(enum.StrEnum):
     REGRESSION = "regression"
     EXPECTATION_CHANGED = "expectation-changed"
     TESTS_LOST = "tests-lost"
+    # SPEC §3.2: the trusted run loaded a pytest plugin, or ran a module of the tree before
+    # the harness, that the base run did not
+    PLUGIN_LOADED = "plugin-loaded"
     # a head or trusted run gave no per-test outcomes: the differential never fails open
     DIFFERENTIAL_INCOMPLETE = "differential-incomplete"
     ENVIRONMENT_CHANGED = "environment-changed"
@@ -589,6 +592,10 @@ class WitnessSession:
     reads_dropped: int = 0  # reads past the plugin's bound, not listed
     # seconds per top-level test ("file::Name", relative to the workdir), to balance shards
     durations: tuple[tuple[str, float], ...] = ()
+    # the plugins the session loaded: "name (file): hook=digest ..." (gate/witness/judge.py)
+    plugins: tuple[str, ...] = ()
+    # the tree's modules imported before the first conftest: "module (file) sha256"
+    early: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

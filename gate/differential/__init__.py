@@ -54,6 +54,7 @@ __all__ = [
     "fingerprints",
     "inputs_changed",
     "not_run",
+    "plugins_loaded",
     "test_files",
 ]
 
@@ -96,6 +97,8 @@ class Run:
     reused_from: str | None = None  # the run (or cache entry) whose outcomes these are
     test_files: tuple[bytes, ...] = ()  # the files its collected tests are in (tree paths)
     inputs: tuple[bytes, ...] = ()  # workspace files its test code read (tree paths)
+    plugins: tuple[str, ...] = ()  # the pytest plugins it loaded (gate/witness/host.py)
+    early: tuple[str, ...] = ()  # the tree's modules imported before the harness
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,6 +122,7 @@ class DifferentialReport:
     # SPEC §3.2: what setup and build changed for the judging run and not for the base's
     environment_changed: tuple[EnvChange, ...] = ()
     inputs_changed: tuple[str, ...] = ()  # files the base's tests read that the change edits
+    plugins_loaded: tuple[str, ...] = ()  # plugins the judging run loaded, the base's did not
     reasons: tuple[Reason, ...] = field(default=())
 
     def to_dict(self) -> JsonDict:
@@ -152,6 +156,12 @@ class DifferentialReport:
             d["tampered"] = list(self.tampered[:MAX_LISTED])
         if self.environment_changed:
             d["environment_changed"] = [c.to_dict() for c in self.environment_changed[:MAX_LISTED]]
+        if self.plugins_loaded:
+            d["plugins_loaded"] = list(self.plugins_loaded[:MAX_LISTED])
+            digests["plugins_loaded"] = {
+                "count": len(self.plugins_loaded),
+                "sha256": list_digest(self.plugins_loaded),
+            }
         if self.inputs_changed:
             d["test_inputs_changed"] = list(self.inputs_changed[:MAX_LISTED])
             digests["test_inputs_changed"] = {
@@ -561,8 +571,31 @@ HELD_CODES = frozenset(
         ReasonCode.TESTS_LOST,
         ReasonCode.ENVIRONMENT_CHANGED,
         ReasonCode.TEST_INPUT_CHANGED,
+        ReasonCode.PLUGIN_LOADED,
     }
 )
+
+
+def plugins_loaded(check: str, judged: Run, base: Run) -> tuple[tuple[str, ...], Reason | None]:
+    """SPEC §3.2: the trusted run's pytest plugins are the base run's. A plugin (by name,
+    file and what each of its hooks does) or a module of the tree run before the harness
+    that the judging run loaded and the base run did not is HELD `plugin-loaded`: the
+    project's own plugin gaining or changing a hook, an entry point that setup or build
+    added. Where the base gave no witness (it did not reach its tests), nothing vouches
+    for any: each one counts (SPEC §3.1, a differential never fails open)."""
+    if not judged.witnessed:
+        return (), None  # `witness-missing` or the run's own problem says why
+    known = set(base.plugins) | set(base.early)
+    fresh = tuple(p for p in (*judged.plugins, *judged.early) if p not in known)
+    if not fresh:
+        return (), None
+    shown = "; ".join(fresh[:3]) + (f" (and {len(fresh) - 3} more)" if len(fresh) > 3 else "")
+    message = (
+        f"the {judged.name} run loaded pytest plugins or ran modules of the tree before the "
+        f"harness that the base run did not: {shown}. A person confirms them before they "
+        "judge the change"
+    )
+    return fresh, Reason(code=ReasonCode.PLUGIN_LOADED, message=message, check=check)
 
 
 def environment_reason(

@@ -32,7 +32,7 @@ import re
 import sys
 from collections.abc import Iterable, Mapping
 
-from gate.differential.paths import MOUNT, WORKSPACE
+from gate.differential.paths import MOUNT, PYCACHE, WORKSPACE
 from gate.model import EnvChange, EnvRecord
 
 __all__ = [
@@ -65,6 +65,7 @@ _VOLATILE = (
     "/run",
     WORKSPACE,
     MOUNT,
+    PYCACHE,
     "/sbin/docker-init",
     "/usr/sbin/docker-init",
 )

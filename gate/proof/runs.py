@@ -64,8 +64,8 @@ __all__ = ["Pending", "cache_dir", "start"]
 log = logging.getLogger("gate")
 
 MAX_TEST_SOURCE_BYTES = 32 * 1024 * 1024  # test files read for rename detection
-CACHE_VERSION = 5  # 2: the witness; 3: the environment record; 4: in-process tripwires;
-# 5: exact details, test files, inputs
+CACHE_VERSION = 6  # 2: the witness; 3: the environment record; 4: in-process tripwires;
+# 5: exact details, test files, inputs; 6: plugins and what ran before the harness
 SAME_AS_HEAD = "the trusted tree is the head tree"  # `_after_base`: no run of its own
 
 
@@ -89,6 +89,8 @@ def _outcomes_of(result: CheckResult, name: str, spec: CheckSpec | None = None) 
         environment=result.env_changes,
         test_files=witness.test_files(sessions),
         inputs=witness.test_inputs(sessions, differential.test_files(spec)),
+        plugins=tuple(sorted({p for s in sessions for p in s.plugins})),
+        early=tuple(sorted({m for s in sessions for m in s.early})),
     )
 
 
@@ -172,6 +174,8 @@ def _cache_read(path: Path) -> Run | None:
             tamper=tuple((str(k), str(d)) for k, d in seen["tamper"]),
             test_files=tuple(_path(p) for p in seen["test_files"]),
             inputs=tuple(_path(p) for p in seen["inputs"]),
+            plugins=tuple(str(p) for p in seen["plugins"]),
+            early=tuple(str(m) for m in seen["early"]),
             environment=EnvRecord.from_dict(env) if isinstance(env, dict) else None,
         )
     except (OSError, ValueError, KeyError, TypeError):
@@ -185,6 +189,8 @@ def _cache_write(path: Path, outcomes: Mapping[TestId, TestOutcome], run: Run) -
         "tamper": sorted([k, d] for k, d in set(run.tamper)),
         "test_files": [_text(p) for p in run.test_files],
         "inputs": [_text(p) for p in run.inputs],
+        "plugins": list(run.plugins),
+        "early": list(run.early),
     }
     try:
         env = run.environment.to_dict() if run.environment is not None else None
@@ -388,6 +394,11 @@ class Pending:
         if env_reason is not None:
             report = dataclasses.replace(
                 report, environment_changed=changed_env, reasons=(*report.reasons, env_reason)
+            )
+        loaded, plugin_reason = differential.plugins_loaded(spec.name, runs[TRUSTED], base)
+        if plugin_reason is not None:
+            report = dataclasses.replace(
+                report, plugins_loaded=loaded, reasons=(*report.reasons, plugin_reason)
             )
         hit, held = differential.inputs_changed(spec.name, base, changed, is_test)
         if held is not None:

@@ -84,6 +84,7 @@ def verdict_for(code: ReasonCode) -> Verdict:
             | ReasonCode.TESTS_LOST
             | ReasonCode.ENVIRONMENT_CHANGED
             | ReasonCode.TEST_INPUT_CHANGED
+            | ReasonCode.PLUGIN_LOADED
         ):
             return Verdict.HELD
         case (

@@ -602,6 +602,11 @@ _LISTS = (
         "test_inputs_changed",
         "Files the base's tests read, edited by the change (a person confirms)",
     ),
+    (
+        "plugins_loaded",
+        "Plugins or modules the trusted run loaded before the tests, the base's did not "
+        "(a person confirms)",
+    ),
     ("proving", "Proving tests"),
     ("survived", "Moved or renamed"),
     ("pre_existing", "Failing on the base already (not held against the change)"),

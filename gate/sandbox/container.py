@@ -3,10 +3,10 @@
 A check runs like this (docs/security.md, "The clean room", says why):
 
 1. a fresh Docker volume (local driver, labeled `proofgate=1` and with the proof's id,
-   gate/sandbox/labels.py) becomes `/workspace`, and
-   the daemon extracts the tree into it (`copy_in`): through the check's first container,
-   or, when the volume must outlive a container, through the *holder* (a container of the
-   configured image in which nothing of the check ever runs) while the first one starts;
+   gate/sandbox/labels.py) becomes `/workspace`, and the daemon extracts the tree into
+   it (`copy_in`), and proofgate's own files into its volumes, through the *holder* (a
+   container of the configured image in which nothing of the check ever runs, the only
+   one that mounts proofgate's volumes writable) while the first container starts;
 2. setup and build run in a writable container; with `network: setup` and a non-empty
    `egress` allowlist, setup runs on the check's internal network whose only exit is the
    egress broker (`gate.sandbox.egress`), with the broker as DNS server and the proxy
@@ -27,19 +27,15 @@ A check runs like this (docs/security.md, "The clean room", says why):
 5. containers, the temporary image and the volume are removed in a `finally`, then the
    broker and its network (`close_egress`).
 
-Every command gets `PYTHONPYCACHEPREFIX=/opt/proofgate/pycache` (never the tree's
-`__pycache__`), and test commands `PYTHONNOUSERSITE=1`. The prefix is in proofgate's own
-tmpfs volume of the check (with the witness: gate/witness/host.py), mounted writable
-for setup and build and read-only for test commands, so test commands start from the
-bytecode setup and build compiled but cannot add to it: a miss compiles in memory. Setup
-and build cannot write bytecode for the witness, and what they write for the tree a
-differential's test containers do not see (an empty read-only mount over that part); the
-image's own bytecode is linked in (gate/sandbox/bytecode.py). In the root filesystem the
-prefix went into the commit before the test phase: ~0.5 s for a `pip install -e .`. A
-fresh prefix per command made every command recompile the standard library and every
-dependency it imports (about 1.8 s on a real suite). Each daemon request runs
-under the client's timeout; a command under its phase's deadline, after which its
-container is killed.
+Every command gets `PYTHONPYCACHEPREFIX` (never the tree's `__pycache__`), and test
+commands `PYTHONNOUSERSITE=1`. Setup and build compile into a volume of their own at
+`/opt/proofgate-pycache`, which no test container mounts; test commands get
+`/opt/proofgate/links` in proofgate's volume (gate/witness/host.py), read-only to every
+container of the check, with only the image's own bytecode linked in
+(gate/sandbox/bytecode.py): bytecode the change's code wrote while setup or build ran
+never runs in the test phase, and no test command can leave any for a later one. Each
+daemon request runs under the client's timeout; a command under its phase's deadline,
+after which its container is killed.
 """
 
 from __future__ import annotations
@@ -84,10 +80,6 @@ log = logging.getLogger("gate.sandbox")
 _KILL_GRACE_S = 10.0  # how long to wait for an output stream to close after a kill
 _GONE_S = 30.0  # how long a killed container may take to disappear
 _FREEZE_RETRIES_S = (0.2, 0.5, 1.0, 2.0)  # waits before asking the runtime to freeze again
-
-
-# SPEC §3.2: outside the tree, in proofgate's own volume (gate/witness/host.py)
-PYCACHE_PREFIX = witness.PYCACHE
 
 
 class CheckRun:
@@ -138,11 +130,11 @@ class CheckRun:
         self.stale: list[str] = []  # replaced containers whose removal failed
         self.volume: str | None = None
         self.witness_volume: str | None = None  # the witness plugin, read-only to the check
+        self.prefix_volume: str | None = None  # setup's and build's bytecode; no test's
         self.env: dict[str, str] = {}  # the image's environment with the check's over it
         self.temp_image: str | None = None  # the commit after build, removed at the end
         self.test_image = self.start_image  # what test containers start from
         self.writable = False  # the current container's root filesystem
-        self.prefix_written = False  # setup or build ran with the prefix writable
         self.networked = False  # the current container is on the egress network
         self.egress: EgressBroker | None = None
         self.egress_environ = egress_environ  # where the test-only overrides come from
@@ -240,38 +232,18 @@ class CheckRun:
                 )
             self.volume = str(created["Name"])
             self.journal.append("volume-created", check=self.spec.name, volume=self.volume[:12])
-            uid = tarprotect.PROTECTED_UID
-            # proofgate's own volume (gate/witness/host.py): the witness, read-only to
-            # the check, and the bytecode prefix, writable by setup and build only
-            with docker_errors("create the check's witness volume"):
-                created = self.api.create_volume(
-                    driver="local",
-                    driver_opts={
-                        "type": "tmpfs",
-                        "device": "tmpfs",
-                        "o": f"nosuid,nodev,noexec,size={limits.memory},mode=0555,"
-                        f"uid={uid},gid={uid}",
-                    },
-                    labels=self.labels.labels(),
-                )
-            self.witness_volume = str(created["Name"])
-            self.journal.append(
-                "volume-created", check=self.spec.name, volume=self.witness_volume[:12]
-            )
+            # proofgate's own volume (gate/witness/host.py): the start-up hook, the witness
+            # and the test phase's prefix, read-only to every container of the check; and
+            # for setup and build a prefix of their own, which no test container mounts
+            self.witness_volume = self._volume("witness", limits.memory, "0555")
+            if first is not Phase.TEST:
+                self.prefix_volume = self._volume("prefix", limits.memory, "1777")
             env_home = dict(limits.env).get("HOME") or image_env.get("HOME")
             if first is Phase.TEST:
                 # unknown for a non-root user without HOME: no tmpfs there, read-only
                 self.home = env_home or (None if opened else "/root")
-            # The first container's `sleep` is the configured image's, or an environment's
-            # that setup made (gate/sandbox/envcache.py): then the change's, so it starts
-            # only once the daemon has filled both volumes, through the holder.
-            trusted = self.start_image == self.image.id
-            held = self._needs_holder() or not trusted
-            # without a holder the daemon fills proofgate's volume through the first
-            # container, which mounts it writable (with no setup or build, nothing in it is
-            # writable to the check); a test container of a held check never does
-            self.cid = self._create(self.start_image, read_only=first is Phase.TEST, fill=not held)
-            self.writable = self.prefix_written = first is not Phase.TEST
+            self.cid = self._create(self.start_image, read_only=first is Phase.TEST)
+            self.writable = first is not Phase.TEST
             if first is not Phase.TEST:
                 self.home = env_home or self._passwd_home(self.container_id, opened)
             if differential.enabled(self.spec):
@@ -282,62 +254,66 @@ class CheckRun:
                     return tarprotect.protect(source(), chosen)
 
             cid = self.container_id
-            if not held:
-                self._start(cid)
-                self._fill_witness(cid)
+            # The daemon fills proofgate's volumes and the workspace through the holder, a
+            # container of the configured image in which nothing of the check ever runs;
+            # it alone mounts proofgate's volumes writable. The first container's `sleep`
+            # is the configured image's, or an environment's that setup made
+            # (gate/sandbox/envcache.py): then the change's, so it starts only once the
+            # daemon has filled every volume.
+            holder = self._create(self.image.id, read_only=True, role="holder")
+            self.holder = holder
+
+            def fill() -> None:
+                self._start(holder)
+                self._fill_witness(holder)
                 check_stop(self.stop)
-                copy_tree(self.api, cid, tree_tar, self.journal, check=self.spec.name)
+                copy_tree(self.api, holder, tree_tar, self.journal, check=self.spec.name)
+
+            if self.start_image == self.image.id:  # nothing of the change runs in either
+                _concurrently(fill, lambda: self._start(cid))
             else:
-                holder = self._create(self.image.id, read_only=True, fill=True, role="holder")
-                self.holder = holder
-                # the witness through the first container when it mounts the volume
-                # writable anyway (setup or build first), else through the holder
-                via_first = trusted and first is not Phase.TEST
-
-                def fill() -> None:
-                    self._start(holder)
-                    if not via_first:
-                        self._fill_witness(holder)
-                    check_stop(self.stop)
-                    copy_tree(self.api, holder, tree_tar, self.journal, check=self.spec.name)
-
-                def start_first() -> None:
-                    self._start(cid)
-                    if via_first:
-                        self._fill_witness(cid)
-
-                if trusted:  # the two at once: nothing of the change runs in either yet
-                    _concurrently(fill, start_first)
-                else:
-                    fill()
-                    start_first()
+                fill()
+                self._start(cid)
         except (DockerRefused, EgressStartError) as e:
             return str(e)
         return None
 
-    def _fill_witness(self, container: str) -> None:
-        """The witness and the prefix, with the image's own bytecode linked in it
-        (gate/sandbox/bytecode.py), extracted by the daemon through `container`: one of
-        the configured image, in which nothing of the check has run."""
-        found = bytecode.listing(self.api, container, self.image.id)
+    def _fill_witness(self, holder: str) -> None:
+        """The witness volume, and setup's and build's prefix, with the image's own
+        bytecode linked in both (gate/sandbox/bytecode.py), extracted by the daemon
+        through the holder: a container of the configured image in which nothing of the
+        check runs."""
+        found = bytecode.listing(self.api, holder, self.image.id)
         self.journal.append("bytecode-linked", check=self.spec.name, files=len(found))
         with docker_errors("copy the witness into the container"):
-            data = witness.plugin_tar(
-                writable_prefix=self.writable,
-                bytecode=found,
-                pytest_config=self.spec.pytest_config,
-            )
-            self.api.put_archive(container, witness.MOUNT, data)
+            data = witness.plugin_tar(bytecode=found, pytest_config=self.spec.pytest_config)
+            self.api.put_archive(holder, witness.MOUNT, data)
+            if self.prefix_volume is not None:
+                prefix = witness.prefix_tar(bytecode=found)
+                self.api.put_archive(holder, witness.PYCACHE, prefix)
             if self.spec.shard is not None:  # SPEC §3.3: this shard's share of the tests
-                self.api.put_archive(container, witness.MOUNT, witness.shard_tar(self.spec.shard))
+                self.api.put_archive(holder, witness.MOUNT, witness.shard_tar(self.spec.shard))
 
-    def _needs_holder(self) -> bool:
-        """A test phase whose volume must outlive a container: after setup or build,
-        with more than one command, or with a report to read after the last one."""
-        tests = [c for p, c in self.spec.phases if p is Phase.TEST]
-        if not tests:
-            return False
-        return self.spec.junit is not None or len(self.spec.phases) > 1 or len(tests[0]) > 1
+    def _volume(self, what: str, size: int, mode: str) -> str:
+        """A tmpfs volume of proofgate's (`witness`, `prefix`), owned by `PROTECTED_UID`.
+
+        Raises:
+            DockerRefused, SandboxError: the daemon refused, or did not answer in time.
+        """
+        uid = tarprotect.PROTECTED_UID
+        with docker_errors(f"create the check's {what} volume"):
+            created = self.api.create_volume(
+                driver="local",
+                driver_opts={
+                    "type": "tmpfs",
+                    "device": "tmpfs",
+                    "o": f"nosuid,nodev,noexec,size={size},mode={mode},uid={uid},gid={uid}",
+                },
+                labels=self.labels.labels(),
+            )
+        name = str(created["Name"])
+        self.journal.append("volume-created", check=self.spec.name, volume=name[:12])
+        return name
 
     def _passwd_home(self, container: str, opened: bool) -> str | None:
         """HOME of the check's user from the image's /etc/passwd, read by the daemon
@@ -352,9 +328,7 @@ class CheckRun:
                 return fields[5] or None
         return None
 
-    def _create(
-        self, image: str, *, read_only: bool, fill: bool = False, role: str = "check"
-    ) -> str:
+    def _create(self, image: str, *, read_only: bool, role: str = "check") -> str:
         """A container of the check (or with `role="holder"`, the holder); its id."""
         limits = self.spec.limits
         assert self.volume is not None  # noqa: S101 - created first
@@ -363,12 +337,6 @@ class CheckRun:
             # Fresh per container (Docker copies the image's content into each one).
             size = f"size={limits.memory}"
             tmpfs["/tmp"] = f"rw,exec,nosuid,nodev,{size},mode=1777"  # noqa: S108
-            if role == "check" and self.prefix_written and differential.enabled(self.spec):
-                # SPEC §3.2: the bytecode setup and build (the change's code) wrote for
-                # the tree's files, e.g. for a base test file with a header matching its
-                # mtime and size, never reaches the test phase: an empty read-only mount
-                # (over the directory the witness's fill made, long before a test starts)
-                tmpfs[PYCACHE_PREFIX + WORKSPACE] = "ro,nosuid,nodev,noexec,size=4k,mode=0555"
             home = self.home
             if home and home.startswith("/") and not _overlaps(home, ("/", "/tmp", WORKSPACE)):  # noqa: S108
                 tmpfs[home] = f"rw,exec,nosuid,nodev,{size}"
@@ -391,16 +359,7 @@ class CheckRun:
             auto_remove=True,
             read_only=read_only,
             tmpfs=tmpfs or None,
-            mounts=[
-                docker.types.Mount(WORKSPACE, self.volume, type="volume", no_copy=True),
-                docker.types.Mount(
-                    witness.MOUNT,
-                    self.witness_volume or "",
-                    type="volume",
-                    no_copy=True,
-                    read_only=read_only and not fill,
-                ),
-            ],
+            mounts=self._mounts(role, read_only),
         )
         with docker_errors(f"create a container from {self.image.name}"):
             created = self.api.create_container(
@@ -426,6 +385,28 @@ class CheckRun:
             role=role,
         )
         return cid
+
+    def _mounts(self, role: str, read_only: bool) -> list[docker.types.Mount]:
+        """The workspace; proofgate's volume, read-only but to the holder (which fills
+        it); setup's and build's prefix for the holder and a writable container only: no
+        test container ever sees the bytecode they wrote (SPEC §3.2)."""
+        assert self.volume is not None  # noqa: S101 - created first
+        holder = role == "holder"
+        mounts = [
+            docker.types.Mount(WORKSPACE, self.volume, type="volume", no_copy=True),
+            docker.types.Mount(
+                witness.MOUNT,
+                self.witness_volume or "",
+                type="volume",
+                no_copy=True,
+                read_only=not holder,
+            ),
+        ]
+        if self.prefix_volume is not None and (holder or not read_only):
+            mounts.append(
+                docker.types.Mount(witness.PYCACHE, self.prefix_volume, type="volume", no_copy=True)
+            )
+        return mounts
 
     def _start(self, cid: str) -> None:
         with docker_errors("start the clean-room container"):
@@ -661,6 +642,8 @@ class CheckRun:
             attempt("volume", self._remove_volume)
         if self.witness_volume is not None:
             attempt("volume", self._remove_witness_volume)
+        if self.prefix_volume is not None:
+            attempt("volume", self._remove_prefix_volume)
         if failures and raise_on_failure:
             raise SandboxError(
                 "cannot remove what the check created (" + "; ".join(failures) + "). "
@@ -694,6 +677,10 @@ class CheckRun:
             if not e.not_found:
                 raise
         self.journal.append("image-removed", check=self.spec.name, image=image)
+
+    def _remove_prefix_volume(self) -> None:
+        volume, self.prefix_volume = self.prefix_volume, None
+        self._remove_named_volume(volume)
 
     def _remove_witness_volume(self) -> None:
         volume, self.witness_volume = self.witness_volume, None
@@ -752,7 +739,8 @@ class CheckRun:
         timed_out = False
         oom = False
         error: str | None = None
-        environment = [f"PYTHONPYCACHEPREFIX={PYCACHE_PREFIX}"]
+        prefix = witness.TEST_PYCACHE if phase is Phase.TEST else witness.PYCACHE
+        environment = [f"PYTHONPYCACHEPREFIX={prefix}"]
         if phase is Phase.TEST:
             environment.append("PYTHONNOUSERSITE=1")
             config = self.spec.pytest_config

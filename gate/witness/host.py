@@ -1,18 +1,26 @@
 """The witness, proofgate's side (SPEC §3.2; the plugin is `plugin.py` beside it).
 
-Every check gets one tmpfs volume of proofgate's own at `/opt/proofgate`, which the
-daemon fills before anything of the check runs, everything owned by `PROTECTED_UID` (no
-user of the check): the volume's root and `witness/` 0555 and the plugin 0444, so the
-check (root without capabilities, or any other user) can import it but never change,
-rename or replace it; and `pycache/` (1777), the bytecode prefix, written by setup and
-build (all but `pycache/opt/proofgate`: no bytecode for the witness; what they write for
-the tree, a differential's test phase does not see). Test containers mount the volume
-read-only. A differential's runs get the base's pytest configuration in `config/` (0444;
-gate/differential/pytestconfig.py). Test commands get `PYTEST_ADDOPTS=-p proofgate_witness`
-(and, with that configuration, `-c` naming it and `--rootdir /workspace`) and `witness/` first
-on `PYTHONPATH`, so every pytest session of the test phase loads the plugin before the
-tree's code; its line in the command's output (read through the daemon, like the rest of
-the log) is parsed here.
+Every check gets a tmpfs volume of proofgate's own at `/opt/proofgate`, which the daemon
+fills through the holder (a container of the configured image in which nothing of the
+check runs) before anything of the check runs, everything owned by `PROTECTED_UID` (no
+user of the check), and which every container of the check mounts read-only:
+
+- `boot/sitecustomize.py`, the start-up hook (gate/witness/boot.py): test commands get
+  `boot/` first on `PYTHONPATH`, so every Python process of the test phase runs it while
+  the interpreter starts, before the working directory is on `sys.path`;
+- `witness/proofgate_witness/`, the witness package (`plugin.py` and the `plugin_*.py`
+  beside it), which the hook loads by path under its name; `PYTEST_ADDOPTS=-p
+  proofgate_witness` then finds it in `sys.modules`, never on `sys.path`;
+- `links/`, the test phase's bytecode prefix: the image's own bytecode linked
+  (gate/sandbox/bytecode.py), nothing written by the check, ever;
+- `config/`, for a differential's runs, the base's pytest configuration
+  (gate/differential/pytestconfig.py), named with `-c` and `--rootdir /workspace`.
+
+Setup and build compile into a second volume of the check at `/opt/proofgate-pycache`
+(`prefix_tar`: the same links, in directories they may add to), which no test container
+mounts: bytecode the change's code wrote while setup or build ran never runs in the test
+phase. Each pytest session's witness line in the command's output (read through the
+daemon, like the rest of the log) is parsed here.
 """
 
 from __future__ import annotations
@@ -26,7 +34,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 
-from gate.differential.paths import CONFIG_DIR, MOUNT, PYCACHE, WITNESS_DIR, WORKSPACE
+from gate.differential.paths import (
+    BOOT_DIR,
+    CONFIG_DIR,
+    MOUNT,
+    PYCACHE,
+    TEST_PYCACHE,
+    WITNESS_DIR,
+    WORKSPACE,
+)
 from gate.differential.tarprotect import PROTECTED_UID
 from gate.model import ShardFilter, WitnessSession
 
@@ -34,10 +50,12 @@ __all__ = [
     "MOUNT",
     "PYCACHE",
     "PROTECTED_UID",
+    "TEST_PYCACHE",
     "Scanner",
     "parse_end",
     "parse_session",
     "plugin_tar",
+    "prefix_tar",
     "shard_tar",
     "test_environment",
 ]
@@ -75,9 +93,31 @@ def parse_session(raw: bytes) -> WitnessSession | None:
             reads=tuple((str(r), str(p)) for r, p in list(inputs.get("reads") or [])),
             reads_dropped=int(inputs.get("dropped") or 0),
             durations=_durations(d.get("durations_us")),
+            plugins=_plugin_rows(d.get("plugins")),
+            early=tuple(
+                f"{row[0]} ({row[1]}) {row[2]}"
+                for row in list(d.get("early") or [])
+                if isinstance(row, list) and len(row) == 3
+            ),
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _plugin_rows(raw: object) -> tuple[str, ...]:
+    """The plugins a session loaded as comparable text: `name (file): hook=digest, ...`;
+    conftests are not among them (the trusted run's are the base's, by construction, and
+    `conftest-not-in-tree` judges them)."""
+    out: list[str] = []
+    for row in raw if isinstance(raw, list) else []:
+        if not (isinstance(row, list) and len(row) == 3 and isinstance(row[2], dict)):
+            continue
+        name, path = str(row[0]), str(row[1])
+        if path.rsplit("/", 1)[-1] == "conftest.py":
+            continue
+        hooks = ", ".join(f"{k}={v}" for k, v in sorted(row[2].items()))
+        out.append(f"{name} ({path}): {hooks}")
+    return tuple(sorted(out))
 
 
 def _durations(raw: object) -> tuple[tuple[str, float], ...]:
@@ -171,66 +211,104 @@ class Scanner:
             self.problems.append(text)
 
 
+# the witness package as it lies in the volume: (name there, source beside this file)
+_PACKAGE = (
+    ("__init__.py", "plugin.py"),
+    ("_code.py", "plugin_code.py"),
+    ("_guard.py", "plugin_guard.py"),
+    ("_plugins.py", "plugin_plugins.py"),
+    ("_reads.py", "plugin_reads.py"),
+    ("_shard.py", "plugin_shard.py"),
+)
+_BOOT = ("sitecustomize.py", "boot.py")
+_SHARD_FILE = "proofgate_shard.json"
+
+
+def _source(name: str) -> bytes:
+    return resources.files("gate.witness").joinpath(name).read_bytes()
+
+
 @lru_cache(maxsize=1)
 def plugin_digest() -> str:
-    """SHA-256 of the plugin's source: what a cached base run was witnessed by."""
-    source = resources.files("gate.witness").joinpath("plugin.py").read_bytes()
-    return hashlib.sha256(source).hexdigest()
+    """SHA-256 of the start-up hook's and the witness's sources: what a cached base run
+    was witnessed by."""
+    h = hashlib.sha256()
+    for there, here in (_BOOT, *_PACKAGE):
+        data = _source(here)
+        h.update(f"{there}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+def _directory(tar: tarfile.TarFile, name: str, mode: int) -> None:
+    info = tarfile.TarInfo(name)
+    info.type, info.mode = tarfile.DIRTYPE, mode
+    info.uid = info.gid = PROTECTED_UID
+    tar.addfile(info)
+
+
+def _file(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime = len(data), 0o444, 1
+    info.uid = info.gid = PROTECTED_UID
+    tar.addfile(info, io.BytesIO(data))
 
 
 @lru_cache(maxsize=8)
 def plugin_tar(
     *,
-    writable_prefix: bool,
     bytecode: tuple[str, ...] = (),
     pytest_config: tuple[str, bytes] | None = None,
 ) -> bytes:
-    """The volume's content: `witness/` with the plugin (read-only) and `pycache/`, all
-    owned by `PROTECTED_UID`; `pycache/` is 1777 for a check with setup or build (whose
-    test containers mount the volume read-only), 0555 otherwise. In the prefix, a link
-    to each of the image's `bytecode` files (gate/sandbox/bytecode.py). With
-    `pytest_config` (a differential's run), `config/` holds that file, read-only."""
+    """The witness volume's content, all owned by `PROTECTED_UID` and read-only: the
+    start-up hook, the witness package, the test phase's prefix with a link to each of
+    the image's `bytecode` files (gate/sandbox/bytecode.py), the mount point of setup's
+    and build's prefix volume and, with `pytest_config` (a differential's run),
+    `config/` with that file."""
     from gate.sandbox.bytecode import farm_entries  # the volume is made as a check starts
 
-    source = resources.files("gate.witness").joinpath("plugin.py").read_bytes()
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        # The prefix maps a source's absolute path into itself. `pycache/opt/proofgate` is
-        # not the check's, so setup and build (the change's code) cannot plant bytecode
-        # for the witness that a test command would then run instead of the source; what
-        # they write in `pycache/workspace` a differential's test containers never see
-        # (an empty read-only mount over it: gate/sandbox/container.py).
-        opened = 0o1777 if writable_prefix else 0o555
-        dirs = [("witness", 0o555), ("pycache", opened), (f"pycache{WORKSPACE}", opened)]
-        dirs += [("pycache/opt", opened), (f"pycache{MOUNT}", 0o555)]
-        for name, mode in dirs:
-            info = tarfile.TarInfo(name)
-            info.type, info.mode = tarfile.DIRTYPE, mode
-            info.uid = info.gid = PROTECTED_UID
-            tar.addfile(info)
-        info = tarfile.TarInfo(f"witness/{MODULE}.py")
-        info.size, info.mode = len(source), 0o444
-        info.uid = info.gid = PROTECTED_UID
-        info.mtime = 1
-        tar.addfile(info, io.BytesIO(source))
-        name = PYCACHE.removeprefix(MOUNT + "/")
-        for member in farm_entries(bytecode, prefix=name, writable=writable_prefix):
+        package = WITNESS_DIR.removeprefix(MOUNT + "/") + f"/{MODULE}"
+        boot = BOOT_DIR.removeprefix(MOUNT + "/")
+        links = TEST_PYCACHE.removeprefix(MOUNT + "/")
+        for name in ("witness", package, boot, links):
+            _directory(tar, name, 0o555)
+        _file(tar, f"{boot}/{_BOOT[0]}", _source(_BOOT[1]))
+        for there, here in _PACKAGE:
+            _file(tar, f"{package}/{there}", _source(here))
+        for name in (f"{links}{WORKSPACE}", f"{links}/opt", f"{links}{MOUNT}"):
+            _directory(tar, name, 0o555)
+        for member in farm_entries(bytecode, prefix=links, writable=False):
             tar.addfile(member)
         if pytest_config is not None:
             _add_config(tar, *pytest_config)
     return buf.getvalue()
 
 
+@lru_cache(maxsize=8)
+def prefix_tar(*, bytecode: tuple[str, ...] = ()) -> bytes:
+    """Setup's and build's prefix volume (mounted at `PYCACHE` in their container and in
+    the holder, never in a test container), extracted at its mount point: the image's
+    bytecode linked, in directories they may add to."""
+    from gate.sandbox.bytecode import farm_entries
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for member in farm_entries(bytecode, prefix=".", writable=True):
+            tar.addfile(member)
+    return buf.getvalue()
+
+
 def shard_tar(shard: ShardFilter) -> bytes:
-    """`witness/proofgate_shard.json` (SPEC §3.3): the share of the tests this shard runs,
-    read by the plugin at import; read-only and owned by `PROTECTED_UID` like the plugin."""
+    """`proofgate_shard.json` in the witness package (SPEC §3.3): the share of the tests
+    this shard runs, read by the plugin at import; read-only and owned by
+    `PROTECTED_UID` like the plugin."""
     data = json.dumps(shard.to_dict(), sort_keys=True).encode()
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        info = tarfile.TarInfo(f"witness/{MODULE.removesuffix('_witness')}_shard.json")
-        info.size, info.mode, info.mtime = len(data), 0o444, 1
-        info.uid = info.gid = PROTECTED_UID
-        tar.addfile(info, io.BytesIO(data))
+        package = WITNESS_DIR.removeprefix(MOUNT + "/") + f"/{MODULE}"
+        _file(tar, f"{package}/{_SHARD_FILE}", data)
     return buf.getvalue()
 
 
@@ -265,5 +343,5 @@ def test_environment(
         addopts += f" -c {CONFIG_DIR}/{pytest_config} --rootdir {WORKSPACE}"
     if env.get("PYTEST_ADDOPTS"):
         addopts += " " + env["PYTEST_ADDOPTS"]
-    path = WITNESS_DIR + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    path = BOOT_DIR + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return [f"PYTEST_ADDOPTS={addopts}", f"PYTHONPATH={path}"]

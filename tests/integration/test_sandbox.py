@@ -148,11 +148,13 @@ def test_exit_codes_recorded_and_failure_stops_the_check(
     assert [c.exit_code for c in result.phases[1].commands] == [3]
     assert not result.phases[1].ok
     kinds = [e["kind"] for e in journal.events()]
-    # the workspace, then proofgate's own (gate/witness/host.py); the check's first
-    # container and the holder, through which the daemon fills them at once
+    # the workspace, then proofgate's own and setup's and build's prefix
+    # (gate/witness/host.py); the check's first container and the holder, through which
+    # the daemon fills them at once
     first = kinds.index("command-started")
-    assert kinds[:4] == ["volume-created"] * 2 + ["container-created"] * 2
-    assert sorted(kinds[4:first]) == ["bytecode-linked", "tree-copied"]
+    assert kinds[:5] == ["volume-created"] * 3 + ["container-created"] * 2
+    assert kinds.count("volume-removed") == 3
+    assert sorted(kinds[5:first]) == ["bytecode-linked", "tree-copied"]
     roles = [e["data"]["role"] for e in journal.events() if e["kind"] == "container-created"]
     assert roles[:2] == ["check", "holder"]
     assert kinds[-1] == "volume-removed"
@@ -713,7 +715,10 @@ def test_test_phase_runs_read_only_after_a_writable_build(
         spec(
             build=[
                 "echo built > /usr/local/bin/from-build && echo ok > src/built.txt",
-                "python3 -c 'import email.mime.text'",  # compiles into the prefix
+                # compiles into the build's prefix
+                "echo X = 1 > src/mod.py "
+                "&& python3 -c 'import sys; sys.path[:0] = [\"src\"]; import mod'",
+                'find "$PYTHONPYCACHEPREFIX/workspace" -name "mod.*.pyc" | grep -q .',
             ],
             test=[
                 # the build's files are there, the image cannot be changed any more
@@ -725,14 +730,16 @@ def test_test_phase_runs_read_only_after_a_writable_build(
                 "touch /tmp/mark $HOME/mark && mkdir -p reports",
                 "test ! -e /tmp/mark && test ! -e $HOME/mark && test -d reports",
                 'test "$PYTHONNOUSERSITE" = 1',
-                'test "$PYTHONPYCACHEPREFIX" = /opt/proofgate/pycache',
-                # what build compiled is there to read, and no test command can add to it
-                "find \"$PYTHONPYCACHEPREFIX\" -name 'text*.pyc' | grep -q .",
+                'test "$PYTHONPYCACHEPREFIX" = /opt/proofgate/links',
+                # what build compiled is not the tests' (they never mount its prefix), and
+                # no test command can add to theirs
+                "! find \"$PYTHONPYCACHEPREFIX\"/ -name 'mod.*.pyc' | grep -q .",
+                "test ! -e /opt/proofgate-pycache/usr",
                 '! mkdir -p "$PYTHONPYCACHEPREFIX/x" 2>/dev/null',
             ],
         ),
     )
-    assert result.phases[-1].ok, [c.log_tail for c in result.phases[-1].commands]
+    assert result.phases[-1].ok, [(c.argv, c.exit_code) for c in result.phases[-1].commands]
     kinds = [e["kind"] for e in journal.events()]
     assert "image-committed" in kinds
     committed = next(e for e in journal.events() if e["kind"] == "image-committed")
@@ -777,8 +784,8 @@ def test_the_images_own_bytecode_is_linked_into_the_prefix(
 def test_a_lone_test_command_cannot_change_the_linked_bytecode(
     sandbox: DockerSandbox, image: ImageRef
 ) -> None:
-    """With no holder the daemon fills proofgate's volume through the check's only
-    container, which mounts it writable: nothing in it is the check's all the same."""
+    """The daemon fills proofgate's volume through the holder: the check's one container
+    mounts it read-only, and nothing in it is the check's besides."""
     change = (
         'p="$PYTHONPYCACHEPREFIX"; d="$(dirname "$(find "$p/usr" -type l | head -1)")"; '
         'test -n "$d" && ! chmod 0777 "$d" 2>/dev/null && ! touch "$d/planted.pyc" 2>/dev/null '
@@ -788,7 +795,7 @@ def test_a_lone_test_command_cannot_change_the_linked_bytecode(
     result, journal = run(sandbox, image, spec(test=[change]))
     assert result.phases[-1].ok, last(result)[1]
     roles = [e["data"]["role"] for e in journal.events() if e["kind"] == "container-created"]
-    assert roles == ["check"]  # the case without a holder
+    assert roles == ["check", "holder"]
 
 
 def test_a_test_command_cannot_leave_a_process_for_the_next(
@@ -1047,25 +1054,27 @@ def test_a_check_cannot_change_the_witness_or_a_protected_test_file(
         spec(
             build=[
                 "echo built > built.txt",
-                # bytecode for the witness: not the build's to write
-                '! mkdir -p "$PYTHONPYCACHEPREFIX/opt/proofgate/witness" 2>/dev/null',
-                '! mv "$PYTHONPYCACHEPREFIX/opt/proofgate" "$PYTHONPYCACHEPREFIX/w" 2>/dev/null',
-                'mkdir -p "$PYTHONPYCACHEPREFIX/usr/lib"',  # the rest of the prefix is
-                # bytecode it writes for the tree (a `compileall`, or one planted for a
-                # base test file) the test phase does not see
+                # proofgate's volume is read-only to setup and build too
+                "! touch /opt/proofgate/x /opt/proofgate/links/x 2>/dev/null",
+                "! sh -c 'echo x >> /opt/proofgate/boot/sitecustomize.py' 2>/dev/null",
+                # bytecode it writes (a `compileall`, or one planted for a base test file)
+                # goes to its own prefix, which the test phase does not see
+                'test "$PYTHONPYCACHEPREFIX" = /opt/proofgate-pycache',
                 'mkdir -p "$PYTHONPYCACHEPREFIX/workspace/tests"',
                 'echo planted > "$PYTHONPYCACHEPREFIX/workspace/tests/test_calc.cpython-311.pyc"',
             ],
             test=[
-                'test -d "$PYTHONPYCACHEPREFIX/usr/lib"',
                 'test -z "$(ls -A "$PYTHONPYCACHEPREFIX/workspace")"',
+                "test ! -e /opt/proofgate-pycache/workspace",
                 '! touch "$PYTHONPYCACHEPREFIX/workspace/x" 2>/dev/null',
-                # the witness: readable, not writable, not replaceable
-                "test -r /opt/proofgate/witness/proofgate_witness.py",
-                "! sh -c 'echo x >> /opt/proofgate/witness/proofgate_witness.py' 2>/dev/null",
-                "! rm -f /opt/proofgate/witness/proofgate_witness.py 2>/dev/null",
+                # the hook and the witness: readable, not writable, not replaceable
+                "test -r /opt/proofgate/witness/proofgate_witness/__init__.py",
+                "test -r /opt/proofgate/boot/sitecustomize.py",
+                "! sh -c 'echo x >> /opt/proofgate/witness/proofgate_witness/__init__.py' "
+                "2>/dev/null",
+                "! rm -f /opt/proofgate/boot/sitecustomize.py 2>/dev/null",
                 "! touch /opt/proofgate/other.py /opt/proofgate/witness/x.py 2>/dev/null",
-                "! touch /opt/proofgate/pycache/x.pyc 2>/dev/null",
+                "! touch /opt/proofgate/links/x.pyc 2>/dev/null",
                 # a trusted test file: not writable, removable, renamable or chmod-able
                 "! sh -c 'echo x >> tests/test_calc.py' 2>/dev/null",
                 "! rm -f tests/test_calc.py 2>/dev/null",

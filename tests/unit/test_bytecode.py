@@ -86,23 +86,34 @@ def test_where_nothing_writes_bytecode_a_leaf_directory_is_one_link() -> None:
     assert {m.mode for m in members if m.isdir()} == {0o555}
 
 
-def test_the_witness_volume_carries_the_links(tmp_path: Path) -> None:
-    data = witness.plugin_tar(writable_prefix=True, bytecode=(STDLIB,))
+def test_the_witness_volume_carries_the_links_read_only(tmp_path: Path) -> None:
+    data = witness.plugin_tar(bytecode=(STDLIB,))
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         members = {m.name: m for m in tar.getmembers()}
-    link = members["pycache/usr/lib/python3.11/json.cpython-311.pyc"]
+    link = members["links/usr/lib/python3.11"]  # a leaf directory: linked whole
     assert link.issym()
-    assert link.linkname == STDLIB
-    # like the witness: no user of a check owns them, so none can chmod them
-    assert link.uid == members["pycache/usr"].uid == witness.PROTECTED_UID
-    for protected in ("witness", "pycache/opt/proofgate"):
-        assert members[protected].mode == 0o555
-        assert members[protected].uid == witness.PROTECTED_UID
-    for opened in ("pycache", "pycache/workspace", "pycache/opt"):  # setup and build's
-        assert members[opened].mode == 0o1777
-        assert members[opened].uid == witness.PROTECTED_UID
-    assert "pycache/workspace" in members
-    assert not any(n.startswith("pycache/workspace/") for n in members)
+    assert link.linkname == "/usr/lib/python3.11/__pycache__"
+    # like the witness: no user of a check owns them, so none can chmod them; and no
+    # directory of the test phase's prefix is writable (the volume is read-only besides)
+    assert link.uid == members["links/usr"].uid == witness.PROTECTED_UID
+    dirs = [m for m in members.values() if m.isdir()]
+    assert {m.mode for m in dirs} == {0o555}
+    assert {m.uid for m in members.values()} == {witness.PROTECTED_UID}
+    for name in ("boot", "witness", "witness/proofgate_witness", "links/workspace"):
+        assert members[name].isdir()
+    assert not any(n.startswith(("links/workspace/", "links/opt/proofgate/")) for n in members)
+    assert members["boot/sitecustomize.py"].mode == 0o444
+    assert members["witness/proofgate_witness/__init__.py"].mode == 0o444
+
+
+def test_setup_and_build_compile_into_a_prefix_of_their_own(tmp_path: Path) -> None:
+    data = witness.prefix_tar(bytecode=(STDLIB,))
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+    assert witness.PYCACHE == "/opt/proofgate-pycache"  # outside proofgate's volume
+    # extracted at the prefix volume's mount point; directories they may add to
+    assert members["./usr/lib/python3.11/json.cpython-311.pyc"].linkname == STDLIB
+    assert {m.mode for m in members.values() if m.isdir()} == {0o777}
 
 
 def test_a_cached_listing_is_read_back_through_the_same_checks(

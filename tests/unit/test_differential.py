@@ -431,7 +431,7 @@ def test_the_configuration_sits_read_only_in_proofgates_volume() -> None:
 
     from gate.witness.host import plugin_tar, test_environment
 
-    data = plugin_tar(writable_prefix=False, pytest_config=("setup.cfg", b"[tool:pytest]\n"))
+    data = plugin_tar(pytest_config=("setup.cfg", b"[tool:pytest]\n"))
     with tarfile.open(fileobj=io.BytesIO(data)) as t:
         member = t.getmember("config/setup.cfg")
         assert (member.mode, member.uid) == (0o444, PROTECTED_UID)

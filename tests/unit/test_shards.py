@@ -263,14 +263,13 @@ def test_the_plugin_places_a_file_where_the_model_does() -> None:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "proofgate_witness_copy", Path("gate/witness/plugin.py")
+        "proofgate_witness_shard_copy", Path("gate/witness/plugin_shard.py")
     )
     assert spec is not None
     assert spec.loader is not None
     plugin = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(plugin)
-    # the plugin keeps only its hooks; their private namespace holds the rest
-    shard_of = plugin.pytest_collection_modifyitems.__globals__["_shard_of"]
+    shard_of = plugin._shard_of
     for path in ("a.py", "tests/x/test_y.py", "ü.py"):
         for n in (2, 3, 7):
             assert shard_of(path, n, {}) == hashed_shard(path, n)

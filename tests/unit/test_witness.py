@@ -38,15 +38,17 @@ def _pytest_with_witness(
 ) -> tuple[int, list[dict[str, object]]]:
     plug = project.parent / "plug"
     plug.mkdir(exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(plugin_tar(writable_prefix=False))) as t:
-        t.extractall(plug, filter="data")
+    if not (plug / "boot").exists():
+        with tarfile.open(fileobj=io.BytesIO(plugin_tar())) as t:
+            t.extractall(plug, filter="data")
     if workspace is not None:  # the plugin as shipped, with `workspace` for /workspace
-        module = plug / "witness" / "proofgate_witness.py"
-        module.chmod(0o644)
-        text = module.read_text().replace('"/workspace/"', repr(f"{workspace}/"))
-        module.write_text(text)
+        for module in (plug / "witness" / "proofgate_witness").glob("*.py"):
+            module.chmod(0o644)
+            text = module.read_text().replace('"/workspace/"', repr(f"{workspace}/"))
+            module.write_text(text)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    env.update(PYTHONPATH=str(plug / "witness"), PYTEST_ADDOPTS="-p proofgate_witness")
+    # as in the clean room: the start-up hook first on PYTHONPATH loads the witness
+    env.update(PYTHONPATH=str(plug / "boot"), PYTEST_ADDOPTS="-p proofgate_witness")
     # the suite's own pytest plugins (hypothesis patches pytest) are not the project's
     env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     proc = subprocess.run(
@@ -352,8 +354,8 @@ def test_protected_files_and_every_directory_belong_to_no_user_of_the_check(
 
 
 def _as_shard(tmp_path: Path, assigned: dict[str, int]) -> None:
-    """The split file proofgate writes beside the plugin for shard 1 of 2 (SPEC §3.3)."""
-    plug = tmp_path / "plug" / "witness"
+    """The split file proofgate writes in the witness package for shard 1 of 2 (SPEC §3.3)."""
+    plug = tmp_path / "plug" / "witness" / "proofgate_witness"
     plug.mkdir(parents=True)
     shard = {"index": 1, "count": 2, "assigned": assigned, "by_unit": []}
     (plug / "proofgate_shard.json").write_text(json.dumps(shard))

@@ -1,0 +1,89 @@
+# mypy: ignore-errors
+# (runs in the project's interpreter, Python 3.7+: no annotations, like its pytest)
+"""The pytest plugins a session loaded, and what each one's hooks do (SPEC §3.2; a part
+of the witness package, see `plugin.py`). Imports nothing of proofgate.
+
+The trusted run's plugins must be the base run's: gate/witness/judge.py compares this list
+of the two runs. A plugin is its registered name, the file that defines it and, per hook
+it implements, a digest of the implementation's code (its bytecode, names and constants,
+the line numbers left out: an edit elsewhere in the file does not change it). So the
+project's own plugin, the same name on both sides, that gains or changes a hook is seen,
+and a plugin that an entry point, a `-p` option or `PYTEST_PLUGINS` loaded in one run
+and not in the other.
+"""
+
+import hashlib
+import os
+import types
+
+_getattr = getattr
+_isinstance = isinstance
+_str = str
+_sorted = sorted
+_CodeType = types.CodeType
+_abspath = os.path.abspath
+_MAX_PLUGINS = 200
+_OWN = ("_pytest.", "pluggy.")
+_HERE = os.path.dirname(os.path.abspath(__file__)) + "/"
+_TREE = "/workspace/"
+
+
+def _code_digest(code, h):
+    h.update(code.co_code)
+    h.update(repr((code.co_names, code.co_varnames, code.co_freevars)).encode())
+    for const in code.co_consts:
+        if _isinstance(const, _CodeType):
+            _code_digest(const, h)
+        else:
+            h.update(repr(const).encode("utf-8", "backslashreplace"))
+
+
+def _impl_digest(function):
+    func = _getattr(function, "__func__", function)
+    code = _getattr(func, "__code__", None)
+    h = hashlib.sha256()
+    if _isinstance(code, _CodeType):
+        _code_digest(code, h)
+    else:
+        h.update(repr(type(func)).encode())
+    return h.hexdigest()[:16]
+
+
+def _module_of(plugin):
+    """The module that defines a plugin: itself, or its class's (or, for a class
+    registered as a plugin, that class's)."""
+    if _isinstance(plugin, types.ModuleType):
+        return _str(_getattr(plugin, "__name__", "") or "")
+    if _isinstance(plugin, type):
+        return _str(_getattr(plugin, "__module__", "") or "")
+    return _str(_getattr(type(plugin), "__module__", "") or "")
+
+
+def _file_of(plugin, module):
+    path = _getattr(plugin, "__file__", None)
+    if not _isinstance(path, _str):
+        import sys
+
+        path = _getattr(sys.modules.get(module), "__file__", None)
+    return _abspath(path) if _isinstance(path, _str) else ""
+
+
+def _plugins(pm):
+    """[[name, file, {hook: digest}]] of the registered plugins that are not pytest's,
+    pluggy's (from outside the tree) or this witness's (from its own directory), sorted;
+    bounded."""
+    out = []
+    for plugin in list(pm.get_plugins()):
+        module = _module_of(plugin)
+        path = _file_of(plugin, module)
+        if path.startswith(_HERE) or (module.startswith(_OWN) and not path.startswith(_TREE)):
+            continue
+        hooks = {}
+        for caller in pm.get_hookcallers(plugin) or ():
+            for impl in caller.get_hookimpls():
+                if impl.plugin is plugin:
+                    hooks[caller.name] = _impl_digest(impl.function)
+        out.append([_str(pm.get_name(plugin) or ""), path, hooks])
+        if len(out) >= _MAX_PLUGINS:
+            break
+    return _sorted(out, key=lambda row: (row[0], row[1]))
