@@ -1512,7 +1512,9 @@ CASES: tuple[Case, ...] = (
     _attack(
         "runner-shadowed-by-root-pytest-py",
         "the PR breaks the code and adds a root pytest.py that prints a pass and exits 0",
-        F({HELD}),
+        # the start-up hook imports the real pytest before /workspace is on sys.path, so
+        # the base's tests run and fail too
+        F({HELD, FAILED}),
         with_inspect(
             simple({b"calc.py": CALC_BROKEN, b"pytest.py": FAKE_PYTEST}),
             wants_finding("module-shadowing"),
