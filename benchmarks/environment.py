@@ -4,7 +4,7 @@ In a container of the clean-room image, a build-like step writes what an editabl
 install writes (a `.pth` hook, a finder module, a console script) and N other files
 outside /workspace; then, interleaved in the same run, the step that ends a build is
 timed both ways: commit alone (what a run without a differential pays), against freeze +
-the daemon's `changes` + the digests of the kept changes + commit (what a run with a
+the daemon's `changes` + the digests of every changed path + commit (what a run with a
 differential pays). Prints the medians and the difference. Needs Docker and the local
 image proofgate/cleanroom:latest.
 
@@ -53,7 +53,7 @@ def _once(api: docker.APIClient, files: int, *, record: bool) -> float:
             api.pause(cid)
             worker = threading.Thread(target=commit)
             worker.start()
-            envdiff.record(api, cid)
+            envdiff.outside(api, cid)
             worker.join()
         else:
             commit()

@@ -596,6 +596,8 @@ class WitnessSession:
     plugins: tuple[str, ...] = ()
     # the tree's modules imported before the first conftest: "module (file) sha256"
     early: tuple[str, ...] = ()
+    # modules of the tree's packages imported from outside the tree: "module (file)"
+    foreign: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -717,27 +719,39 @@ class EgressRecord:
 
 @dataclass(frozen=True, slots=True, kw_only=True, order=True)
 class EnvChange:
-    """One change setup or build made outside /workspace that a test could execute."""
+    """One path setup or build left (gate/differential/environment.py): outside
+    /workspace against the image, under it against the committed tree."""
 
     path: str
     kind: str  # modified | added | removed
     sha256: str | None = None  # of the file's bytes; None when removed or unreadable
-    why: str = ""  # the class: image-file, startup-hook, on-path, shadows-stdlib
+    why: str = ""  # what it is: file, exec, elf, symlink, dir, other, removed
+    key: str | None = None  # the path compared (the project's version put aside)
+    norm: str | None = None  # the digest compared (what varies honestly put aside)
 
     def to_dict(self) -> JsonDict:
         d: JsonDict = {"path": self.path, "kind": self.kind, "why": self.why}
         if self.sha256 is not None:
             d["sha256"] = self.sha256
+        if self.key is not None and self.key != self.path:
+            d["key"] = self.key
+        if self.norm is not None and self.norm != self.sha256:
+            d["norm"] = self.norm
         return d
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, object]) -> EnvChange:
         sha = raw.get("sha256")
+        path = str(raw["path"])
+        sha256 = None if sha is None else str(sha)
+        key, norm = raw.get("key"), raw.get("norm")
         return cls(
-            path=str(raw["path"]),
+            path=path,
             kind=str(raw["kind"]),
-            sha256=None if sha is None else str(sha),
+            sha256=sha256,
             why=str(raw.get("why") or ""),
+            key=path if key is None else str(key),
+            norm=sha256 if norm is None else str(norm),
         )
 
 

@@ -52,7 +52,7 @@ __all__ = [
     "compare",
     "could_not_run",
     "fingerprints",
-    "inputs_changed",
+    "foreign_code",
     "not_run",
     "plugins_loaded",
     "test_files",
@@ -99,6 +99,7 @@ class Run:
     inputs: tuple[bytes, ...] = ()  # workspace files its test code read (tree paths)
     plugins: tuple[str, ...] = ()  # the pytest plugins it loaded (gate/witness/host.py)
     early: tuple[str, ...] = ()  # the tree's modules imported before the harness
+    foreign: tuple[str, ...] = ()  # the tree's packages imported from outside the tree
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,7 +122,10 @@ class DifferentialReport:
     tampered: tuple[str, ...] = ()  # "run: kind: detail", the witness's unwaived findings
     # SPEC §3.2: what setup and build changed for the judging run and not for the base's
     environment_changed: tuple[EnvChange, ...] = ()
-    inputs_changed: tuple[str, ...] = ()  # files the base's tests read that the change edits
+    # files the base's tests may read that the change edits: the trusted run took the
+    # base's copies (gate/differential/inputs.py); and the base's tests that failed with them
+    inputs_changed: tuple[str, ...] = ()
+    inputs_failed: tuple[str, ...] = ()
     plugins_loaded: tuple[str, ...] = ()  # plugins the judging run loaded, the base's did not
     reasons: tuple[Reason, ...] = field(default=())
 
@@ -162,34 +166,14 @@ class DifferentialReport:
                 "count": len(self.plugins_loaded),
                 "sha256": list_digest(self.plugins_loaded),
             }
-        if self.inputs_changed:
-            d["test_inputs_changed"] = list(self.inputs_changed[:MAX_LISTED])
-            digests["test_inputs_changed"] = {
-                "count": len(self.inputs_changed),
-                "sha256": list_digest(self.inputs_changed),
-            }
+        for key, items in (
+            ("test_inputs_changed", self.inputs_changed),
+            ("test_inputs_failed", self.inputs_failed),
+        ):
+            if items:
+                d[key] = list(items[:MAX_LISTED])
+                digests[key] = {"count": len(items), "sha256": list_digest(items)}
         return d
-
-
-def inputs_changed(
-    check: str, base: Run, changed: frozenset[bytes], is_test: Callable[[bytes], bool]
-) -> tuple[tuple[str, ...], Reason | None]:
-    """SPEC §3.2: the workspace files the base's tests read (the base run's witness) that
-    the change edits and that are not test files: the trusted run took them from the base,
-    and a person confirms the change to what the tests check against (HELD)."""
-    hit = tuple(
-        p.decode("utf-8", "surrogateescape")
-        for p in sorted(base.inputs)
-        if p in changed and not is_test(p)
-    )
-    if not hit:
-        return (), None
-    shown = ", ".join(hit[:5]) + (f" (+{len(hit) - 5} more)" if len(hit) > 5 else "")
-    message = (
-        f"the change edits {len(hit)} file(s) the base's tests read: {shown}; the trusted "
-        "run used the base's copies, and a person confirms what the tests check against"
-    )
-    return hit, Reason(code=ReasonCode.TEST_INPUT_CHANGED, message=message, check=check)
 
 
 def enabled(spec: CheckSpec) -> bool:
@@ -209,8 +193,11 @@ def test_files(spec: CheckSpec) -> Callable[[bytes], bool]:
 
 
 def trusted_selector(spec: CheckSpec) -> Callable[[bytes], bool]:
-    """The trusted files of a check: its test files and the harness (SPEC §3.1)."""
-    return selector((*(spec.tests or DEFAULT_TESTS), *HARNESS))
+    """The trusted files of a check: its test files and the harness (SPEC §3.1). Package
+    metadata in any case (`importlib.metadata` finds `X.Dist-Info` as `x.dist-info`)."""
+    chosen = selector((*(spec.tests or DEFAULT_TESTS), *HARNESS))
+    metadata = selector(("**/*.dist-info/**", "**/*.egg-info/**"))
+    return lambda path: chosen(path) or metadata(path.lower())
 
 
 def list_digest(items: Iterable[str]) -> str:
@@ -397,6 +384,7 @@ def compare(
     no_proving_decision: Decision = Decision.ALLOW,
     scoped: bool = False,
     prints: tuple[Mapping[tuple[bytes, str], str], Mapping[tuple[bytes, str], str]] | None = None,
+    inputs: Iterable[bytes] = (),
 ) -> DifferentialReport:
     """Apply the SPEC §3.1 table. `changed` holds every path the patch touches (old and
     new names); `*_files` are the test files of the base and head trees (for renames), or
@@ -406,6 +394,11 @@ def compare(
     base test missing from the head may live on in another shard's file, and a proving
     test may be another shard's. Lost tests and `no-proving-test` are listed but not
     judged here; `gate.proof.aggregate` judges them over the union of the shards.
+
+    `inputs`: the files the patch edits that the trusted run took from the base as the
+    base's tests' inputs (SPEC §3.2). A base test that fails with them, its own file
+    unchanged, is `test-input-changed` (HELD: a person confirms what the tests check
+    against); when the base's tests pass with the base's inputs, that is the proof.
 
     A differential never fails open (SPEC §3.1). A test is pre-existing only when the
     base run reported it failing: a base run without outcomes (its setup or build failed,
@@ -425,6 +418,8 @@ def compare(
 
     regressions: list[TestId] = []
     expectation: list[TestId] = []
+    input_failed: list[TestId] = []
+    taken = tuple(sorted(p.decode("utf-8", "surrogateescape") for p in inputs))
     lost: list[TestId] = []
     judged = sorted({*b, *(t or {})}) if t is not None else []
     covered = {m for tid in b for m in _dotted_prefixes(tid.classname)}
@@ -438,7 +433,7 @@ def compare(
         if got in (TestOutcome.FAIL, TestOutcome.ERROR):
             where = _locate(_as_test(tid), test_mods)
             edited = where is not None and where[0] in changed
-            (expectation if edited else regressions).append(tid)
+            (expectation if edited else input_failed if taken else regressions).append(tid)
         elif before is TestOutcome.PASS and (got is None or got is TestOutcome.SKIP):
             regressions.append(tid)
     if head.outcomes is not None:
@@ -488,6 +483,18 @@ def compare(
                 "a person confirms the old expectation is wrong",
             )
         )
+    if input_failed:
+        shown = ", ".join(taken[:5]) + (f" (+{len(taken) - 5} more)" if len(taken) > 5 else "")
+        reasons.append(
+            _reason(
+                ReasonCode.TEST_INPUT_CHANGED,
+                check,
+                [str(x) for x in input_failed],
+                "of the base fail against the change with the base's copies of the files "
+                f"the change edits that they may read ({shown}): a person confirms what the "
+                "tests check against",
+            )
+        )
     if lost and not scoped:
         reasons.append(
             _reason(
@@ -532,6 +539,8 @@ def compare(
         pre_existing=tuple(str(x) for x in pre),
         findings=tuple(findings),
         reasons=tuple(reasons),
+        inputs_changed=taken,
+        inputs_failed=tuple(str(x) for x in input_failed),
     )
 
 
@@ -576,6 +585,26 @@ HELD_CODES = frozenset(
 )
 
 
+def foreign_code(check: str, judged: Run) -> Reason | None:
+    """SPEC §3.2: in the trusted run the code under test is the tree's. Modules of the
+    tree's packages that it imported from outside the tree, not as copies of the tree's
+    files (a release installed by setup, an older copy ahead of `src/`), mean the base's
+    tests ran other code than the change's: INCONCLUSIVE, with the fix."""
+    if not judged.foreign:
+        return None
+    shown = "; ".join(judged.foreign[:3]) + (
+        f" (and {len(judged.foreign) - 3} more)" if len(judged.foreign) > 3 else ""
+    )
+    return Reason(
+        code=ReasonCode.DIFFERENTIAL_INCOMPLETE,
+        message=f"the {judged.name} run imported the package under test from outside the "
+        f"tree, not as a copy of the tree's files: {shown}. The base's tests did not run the "
+        "change's code. Install the project from the tree in setup or build (`pip install -e "
+        ".`), or put its source first on PYTHONPATH in the check's `env`",
+        check=check,
+    )
+
+
 def plugins_loaded(check: str, judged: Run, base: Run) -> tuple[tuple[str, ...], Reason | None]:
     """SPEC §3.2: the trusted run's pytest plugins are the base run's. A plugin (by name,
     file and what each of its hooks does) or a module of the tree run before the harness
@@ -599,10 +628,12 @@ def plugins_loaded(check: str, judged: Run, base: Run) -> tuple[tuple[str, ...],
 
 
 def environment_reason(
-    check: str, judged: Run, base: Run
+    check: str, judged: Run, base: Run, changed: Iterable[bytes] = ()
 ) -> tuple[tuple[EnvChange, ...], Reason | None]:
-    """SPEC §3.2: what the judging run's setup and build changed outside /workspace that
-    the base's did not (gate/differential/environment.py), and the HELD reason for it.
+    """SPEC §3.2: what the judging run's setup and build left, outside /workspace and in
+    it, that the base's did not, path by path and byte by byte
+    (gate/differential/environment.py), and the HELD reason for it. `changed`: the paths
+    the patch touches (a compiled artefact built from one of them is the change's code).
 
     Where the judging run has no record (it did not get that far), nothing is judged
     here: its own problem keeps the verdict from PROVEN. Where the base has none (its
@@ -612,7 +643,7 @@ def environment_reason(
 
     if judged.environment is None:
         return (), None
-    fresh = environment.new_in(judged.environment, base.environment or EnvRecord())
+    fresh = environment.new_in(judged.environment, base.environment or EnvRecord(), changed)
     if not fresh:
         return (), None
     shown = ", ".join(f"{c.path or '(more)'} {c.kind}" for c in fresh[:5])
@@ -623,8 +654,8 @@ def environment_reason(
         else "and the base's setup and build did not finish, so nothing of it is the base's"
     )
     message = (
-        f"setup or build changed what the {judged.name} run's tests execute, outside "
-        f"/workspace, {unvouched}: {shown}{more}. A person confirms the new environment "
+        f"setup or build left what the {judged.name} run's tests execute and read "
+        f"otherwise {unvouched}: {shown}{more}. A person confirms the new environment "
         "(e.g. a dependency bump) before it judges"
     )
     return fresh, Reason(code=ReasonCode.ENVIRONMENT_CHANGED, message=message, check=check)

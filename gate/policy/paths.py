@@ -474,12 +474,15 @@ _METADATA_FILES = (b".egg-link", b".pth", b".egg-info")
 
 
 def plugin_metadata_root(path: bytes) -> bytes | None:
-    """The metadata entry (dir or file) of `path` when it sits at a sys.path root."""
+    """The metadata entry (dir or file) of `path` when it sits at a sys.path root. The
+    suffix in any case: `importlib.metadata` finds `X.Dist-Info` as it finds
+    `x.dist-info`."""
     parts = path.split(b"/")
     for i, comp in enumerate(parts):
         last = i == len(parts) - 1
-        if (not last and comp.endswith(_METADATA_DIRS)) or (
-            last and comp.endswith(_METADATA_FILES)
+        lowered = comp.lower()
+        if (not last and lowered.endswith(_METADATA_DIRS)) or (
+            last and lowered.endswith(_METADATA_FILES)
         ):
             return b"/".join(parts[: i + 1]) if i <= 1 else None
     return None

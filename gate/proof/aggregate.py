@@ -70,6 +70,7 @@ _DIFFERENTIAL_CODES = frozenset(
         ReasonCode.REGRESSION,
         ReasonCode.EXPECTATION_CHANGED,
         ReasonCode.TESTS_LOST,
+        ReasonCode.TEST_INPUT_CHANGED,
         ReasonCode.JUNIT_NO_TESTS,
         ReasonCode.POLICY_HOLD,  # with a check: `no-proving-test` raised by the policy
         ReasonCode.POLICY_DENY,
@@ -301,8 +302,17 @@ def _judge_union(
         head_files={},
         no_proving_decision=decision,
         prints=(_prints(sections, "base"), _prints(sections, "head")),
+        inputs={
+            str(p).encode("utf-8", "surrogateescape")
+            for _, sec in sections
+            for p in _list_of(sec.get("inputs"))
+        },
     )
     return report, duplicates
+
+
+def _list_of(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
 
 
 def _mode_of(check: JsonDict) -> DifferentialMode:

@@ -31,6 +31,7 @@ from gate.differential import (
     Run,
     pytestconfig,
 )
+from gate.differential import inputs as test_inputs
 from gate.differential.junit import TestId, TestOutcome, parse_outcomes
 from gate.errors import RepoError
 from gate.git.interface import (
@@ -64,9 +65,9 @@ __all__ = ["Pending", "cache_dir", "start"]
 log = logging.getLogger("gate")
 
 MAX_TEST_SOURCE_BYTES = 32 * 1024 * 1024  # test files read for rename detection
-CACHE_VERSION = 6  # 2: the witness; 3: the environment record; 4: in-process tripwires;
-# 5: exact details, test files, inputs; 6: plugins and what ran before the harness
-SAME_AS_HEAD = "the trusted tree is the head tree"  # `_after_base`: no run of its own
+CACHE_VERSION = 7  # 2: the witness; 3: the environment record; 4: in-process tripwires;
+# 5: exact details, test files, inputs; 6: plugins and what ran before the harness;
+# 7: the environment path by path
 
 
 def cache_dir() -> Path:
@@ -91,6 +92,7 @@ def _outcomes_of(result: CheckResult, name: str, spec: CheckSpec | None = None) 
         inputs=witness.test_inputs(sessions, differential.test_files(spec)),
         plugins=tuple(sorted({p for s in sessions for p in s.plugins})),
         early=tuple(sorted({m for s in sessions for m in s.early})),
+        foreign=tuple(sorted({m for s in sessions for m in s.foreign})),
     )
 
 
@@ -213,8 +215,6 @@ class _Job:
     problem: str | None = None
     cache: Path | None = None
     future: Future[tuple[Run, Journal]] | None = None
-    # the trusted run with a base run to wait for (its recorded test inputs): `_after_base`
-    prepare: Callable[[_Job], _Job | None] | None = None
 
 
 @dataclasses.dataclass
@@ -228,17 +228,14 @@ class _Plan:
     # run -> the run of the very same tree whose outcomes it reuses (no second container)
     same_as: dict[str, str] = dataclasses.field(default_factory=dict)
     trees: dict[str, TreeId] = dataclasses.field(default_factory=dict)  # run -> its tree
+    # the files the patch touches that the trusted run takes from the base (test inputs)
+    inputs: frozenset[bytes] = frozenset()
 
 
 def _execute(
     job: _Job, sandbox: Callable[[], Sandbox], image: ImageRef, stop: threading.Event
 ) -> tuple[Run, Journal]:
     journal = Journal(clock=time.monotonic)
-    if job.prepare is not None:
-        ready = job.prepare(job)
-        if ready is None:
-            return Run(name=job.run, outcomes=None, problem=SAME_AS_HEAD), journal
-        job = ready
     if job.tar is None:
         return Run(name=job.run, outcomes=None, problem=job.problem), journal
     if stop.is_set():
@@ -330,9 +327,6 @@ class Pending:
                 runs[name] = Run(name=name, outcomes=None, problem="did not run")
                 continue
             run, sub = job.future.result()
-            if run.problem is SAME_AS_HEAD:  # no test input changed: the head run serves
-                plan.same_as[name] = "head"
-                continue
             for e in sub.events():
                 data = e["data"] if isinstance(e["data"], dict) else {}
                 self._journal.append(str(e["kind"]), run=name, at=e["t"], **data)
@@ -389,21 +383,22 @@ class Pending:
             head_files=head_files,
             no_proving_decision=rules.get(differential.NO_PROVING_TEST, Decision.ALLOW),
             scoped=spec.shard is not None,  # SPEC §3.3: the aggregate judges the union
+            inputs=plan.inputs,
         )
-        changed_env, env_reason = differential.environment_reason(spec.name, runs[TRUSTED], base)
+        changed_env, env_reason = differential.environment_reason(
+            spec.name, runs[TRUSTED], base, changed
+        )
         if env_reason is not None:
             report = dataclasses.replace(
                 report, environment_changed=changed_env, reasons=(*report.reasons, env_reason)
             )
+        foreign = differential.foreign_code(spec.name, runs[TRUSTED])
+        if foreign is not None:
+            report = dataclasses.replace(report, reasons=(*report.reasons, foreign))
         loaded, plugin_reason = differential.plugins_loaded(spec.name, runs[TRUSTED], base)
         if plugin_reason is not None:
             report = dataclasses.replace(
                 report, plugins_loaded=loaded, reasons=(*report.reasons, plugin_reason)
-            )
-        hit, held = differential.inputs_changed(spec.name, base, changed, is_test)
-        if held is not None:
-            report = dataclasses.replace(
-                report, inputs_changed=hit, reasons=(*report.reasons, held)
             )
         if not tampered:
             return report
@@ -522,44 +517,44 @@ def _tar(source: EvidenceSource, tree: TreeId) -> bytes:
     return b"".join(clean_room_archive(source, tree, clean_room_mtime()))
 
 
-def changed_inputs(inputs: Iterable[bytes], candidates: frozenset[bytes]) -> frozenset[bytes]:
-    """The base's recorded test inputs among `candidates` (the changed files the trusted
-    tree would take from the change)."""
-    return frozenset(p for p in inputs if p in candidates)
-
-
-_SOURCE = threading.Lock()  # the private object store, from the differential's workers
-
-
-def _after_base(
-    plan: _Plan,
+def _test_inputs(
     source: EvidenceSource,
-    base_tree: TreeId,
-    trusted_tree: TreeId,
-    candidates: frozenset[bytes],
-    *,
-    same_as_head: bool,
-) -> Callable[[_Job], _Job | None]:
-    """The trusted run's last step before it starts: wait for the base run, take the test
-    inputs it recorded that the change touches from the base, or, when there are none
-    and the tree is the proven tree, say so (None: the head run's outcomes serve)."""
+    ev: Evidence,
+    spec: CheckSpec,
+    observed: Iterable[bytes],
+) -> frozenset[bytes]:
+    """SPEC §3.2, by construction: the files the patch touches that the base tree has
+    and the trusted run takes from the base as the base's tests' inputs
+    (gate/differential/inputs.py), with what a cached base run was seen reading.
 
-    def prepare(job: _Job) -> _Job | None:
-        base_job = plan.jobs.get(BASE)
-        done = base_job.future.result()[0] if base_job and base_job.future else None
-        extra = changed_inputs(done.inputs if done is not None else (), candidates)
-        if not extra:
-            return None if same_as_head else job
-        try:
-            with _SOURCE:
-                tree = source.overlay(trusted_tree, base_tree, extra.__contains__)
-                data = _tar(source, tree)
-        except (RepoError, UnsafeTreeError) as e:
-            return dataclasses.replace(job, tar=None, problem=f"the trusted tree: {e}")
-        plan.trees[TRUSTED] = tree
-        return dataclasses.replace(job, tar=data, prepare=None)
-
-    return prepare
+    Raises:
+        RepoError: a tree is not readable.
+    """
+    trusted = differential.trusted_selector(spec)
+    changed = {p for e in ev.inventory for p in (e.path, e.old_path) if p is not None}
+    candidates = sorted(
+        p
+        for p in changed
+        if not trusted(p) and source.entry_mode(ev.base.tree, p) not in (None, 0o40000)
+    )
+    modules = {p for p in candidates if p.endswith(b".py")}
+    base_sources: dict[bytes, bytes] = {}
+    tests_import: frozenset[str] = frozenset()
+    if modules:  # a data-only module the base's tests import is an input too
+        is_test = differential.test_files(spec)
+        wanted = lambda p: p in modules or (p.endswith(b".py") and is_test(p))  # noqa: E731
+        found = source.read_tree_files(ev.base.tree, wanted, max_bytes=MAX_TEST_SOURCE_BYTES)
+        base_sources = found or {}
+        tests_import = test_inputs.imported_names(
+            {p: d for p, d in base_sources.items() if is_test(p)}
+        )
+    return test_inputs.inputs(
+        candidates,
+        trusted=trusted,
+        base_sources=base_sources,
+        tests_import=tests_import,
+        observed=observed,
+    )
 
 
 def _pytest_config(source: EvidenceSource, tree: TreeId) -> tuple[str, bytes]:
@@ -593,23 +588,18 @@ def _plan(
         entry = cache / f"{_cache_key(spec, ev.base.tree, image, config_digest)}.json"
         plan.cached_base = _cache_read(entry)
         plan.cache_entry = entry.stem
-    # SPEC §3.2: the workspace files the base's tests read come from the base too. Known
-    # now from a cached base run, else once the base has run (the trusted run waits).
-    changed = {p for e in ev.inventory for p in (e.path, e.old_path) if p is not None}
-    candidates = frozenset(p for p in changed if not trusted_sel(p))
-    known: frozenset[bytes] | None = frozenset()
-    if plan.cached_base is not None:
-        known = changed_inputs(plan.cached_base.inputs, candidates)
-    elif candidates:
-        known = None
     try:
+        # SPEC §3.2: what the base's tests may read comes from the base, by construction
+        # (gate/differential/inputs.py); what a cached base run was seen reading adds
+        observed = plan.cached_base.inputs if plan.cached_base is not None else ()
+        plan.inputs = _test_inputs(source, ev, spec, observed)
+        taken = plan.inputs
         # SPEC §3.2: every run the differential compares gets the base's pytest
         # configuration, whatever the change does to the files it comes from
         base_config = _pytest_config(source, ev.base.tree)
         same_config = _pytest_config(source, ev.proven_tree) == base_config
-        extra = known or frozenset()
         trusted_tree = source.overlay(
-            ev.proven_tree, ev.base.tree, lambda p: trusted_sel(p) or p in extra
+            ev.proven_tree, ev.base.tree, lambda p: trusted_sel(p) or p in taken
         )
         trees: dict[str, TreeId] = {BASE: ev.base.tree, TRUSTED: trusted_tree}
         if spec.differential is DifferentialMode.FULL:
@@ -619,7 +609,7 @@ def _plan(
         # head run ran; a proving tree equal to the base tree is the base run. The same
         # tree in a fresh container again is no new evidence.
         trusted_is_head = trusted_tree == ev.proven_tree and same_config
-        if trusted_is_head and known is not None:
+        if trusted_is_head:
             plan.same_as[TRUSTED] = "head"
             del trees[TRUSTED]
         if trees.get(PROVING) == ev.base.tree:
@@ -634,20 +624,15 @@ def _plan(
     for name, tree in trees.items():
         data: bytes | None = None
         problem = None
-        if not (name == TRUSTED and trusted_is_head):
-            try:
-                data = _tar(source, tree)
-            except (RepoError, UnsafeTreeError) as e:
-                problem = f"the {name} tree cannot be copied: {e}"
+        try:
+            data = _tar(source, tree)
+        except (RepoError, UnsafeTreeError) as e:
+            problem = f"the {name} tree cannot be copied: {e}"
         plan.jobs[name] = _Job(
             check=dataclasses.replace(spec, pytest_config=base_config),
             run=name,
             tar=data,
             problem=problem,
             cache=entry if name == BASE else None,
-        )
-    if known is None and TRUSTED in plan.jobs:
-        plan.jobs[TRUSTED].prepare = _after_base(
-            plan, source, ev.base.tree, trusted_tree, candidates, same_as_head=trusted_is_head
         )
     return plan

@@ -440,12 +440,14 @@ def check_section(
     no_proving_decision: str,
     durations: Mapping[str, float],
     base_test_files: tuple[bytes, ...] = (),
+    inputs: tuple[str, ...] = (),
 ) -> JsonDict:
     """One split check's per-run per-test outcomes (bounded by `MAX_ROWS`), the test
     functions' fingerprints of this shard's files per side (`base`, `head`: lost tests
     are judged with the base's), whether its share collected no test (`empty`), the files
     the base run's tests are in (`base_test_files`, as the witness saw them: a test's file
-    for `expectation-changed`, SPEC §3.2) and the comparison's other inputs."""
+    for `expectation-changed`, SPEC §3.2), the files the patch edits that the trusted run
+    took from the base as test inputs (`inputs`) and the comparison's other inputs."""
     outcomes: JsonDict = {}
     problems: JsonDict = {}
     for name, (got, problem) in runs.items():
@@ -469,6 +471,7 @@ def check_section(
         "no_proving_decision": no_proving_decision,
         "durations": dict(sorted(durations.items())),
         "base_test_files": sorted(p.decode("utf-8", "surrogateescape") for p in base_test_files),
+        "inputs": sorted(inputs),
     }
 
 
@@ -606,6 +609,7 @@ def receipt_section(
             no_proving_decision=rules.get(differential.NO_PROVING_TEST, Decision.ALLOW).value,
             durations=durations,
             base_test_files=next((r.test_files for r in report.runs if r.name == "base"), ()),
+            inputs=report.inputs_changed,
         )
     return section(
         shard=which,

@@ -600,7 +600,12 @@ _LISTS = (
     ("lost", "Lost tests (pass on the base, skipped or missing in the change's run)"),
     (
         "test_inputs_changed",
-        "Files the base's tests read, edited by the change (a person confirms)",
+        "Files the base's tests may read, edited by the change (the trusted run used the "
+        "base's copies)",
+    ),
+    (
+        "test_inputs_failed",
+        "Base tests failing with the base's copies of those files (a person confirms)",
     ),
     (
         "plugins_loaded",
@@ -659,8 +664,8 @@ def _tests(p: Mapping[str, object]) -> str:
         env = _list(_get(t, "environment_changed"))
         if env:
             lines.append(
-                "\n**Environment changed** (setup or build changed, outside /workspace, "
-                "what the base's tests execute; the base's did not):\n"
+                "\n**Environment changed** (what setup or build left, in the image or in "
+                "/workspace, that the base's did not leave with the same bytes):\n"
             )
             lines += [
                 f"- {_code(_get(e, 'path'))} {_text(_get(e, 'kind'))} "

@@ -50,7 +50,6 @@ import docker.types
 from docker import APIClient
 
 from gate import differential
-from gate.differential import environment as envjudge
 from gate.differential import junitpath, tarprotect
 from gate.differential.paths import WORKSPACE
 from gate.model import (
@@ -64,10 +63,12 @@ from gate.model import (
     PhaseResult,
     Sha256,
 )
-from gate.sandbox import bytecode, envcache, envdiff
+from gate.sandbox import bytecode, envcache, execs
 from gate.sandbox.copy_in import close_iterator, copy_tree
 from gate.sandbox.egress import EgressBroker, EgressStartError
+from gate.sandbox.envrecord import Recorder
 from gate.sandbox.errors import DockerRefused, daemon_gone, docker_errors, is_transport_error
+from gate.sandbox.execs import concurrently, non_root, overlaps
 from gate.sandbox.interface import SandboxError
 from gate.sandbox.labels import ProofLabels, new_proof_id
 from gate.sandbox.output import LogSink, check_stop, join_until
@@ -79,7 +80,6 @@ log = logging.getLogger("gate.sandbox")
 
 _KILL_GRACE_S = 10.0  # how long to wait for an output stream to close after a kill
 _GONE_S = 30.0  # how long a killed container may take to disappear
-_FREEZE_RETRIES_S = (0.2, 0.5, 1.0, 2.0)  # waits before asking the runtime to freeze again
 
 
 class CheckRun:
@@ -108,19 +108,15 @@ class CheckRun:
         self.start_image = start_image or image.id  # a cached environment, or the image
         self.commit_labels = commit_labels  # set: commit the container once all succeeded
         self.committed: str | None = None
-        # SPEC §3.2: record what setup and build changed outside /workspace before the
-        # container becomes the test phase's image (gate/sandbox/envdiff.py); on top of
-        # what a cached environment's setup changed (`start_env`)
-        # what setup and build left is recorded once they have ended: None until then, so a
-        # run whose setup or build did not finish has no record, never an empty one
-        self.record_environment = record_environment
-        self._start_env = start_env
-        self.env_changes: EnvRecord | None = None
-        if record_environment and not any(p is not Phase.TEST for p, _ in spec.phases):
-            self.env_changes = start_env or EnvRecord()  # nothing runs before the tests
-        self._recorder: threading.Thread | None = None  # lists the frozen build container
-        self._frozen: str | None = None
-        self._record_error: BaseException | None = None
+        # SPEC §3.2: what setup and build left, outside /workspace and in it, recorded
+        # once they have ended (gate/sandbox/envrecord.py), on top of what a cached
+        # environment's setup left (`start_env`); a run with no setup or build has that
+        self.recorder: Recorder | None = None
+        self._initial_env: EnvRecord | None = None
+        if record_environment:
+            self.recorder = Recorder(api, journal, spec.name, start_env=start_env, stop=stop)
+            if not any(p is not Phase.TEST for p, _ in spec.phases):
+                self._initial_env = start_env or EnvRecord()  # nothing runs before the tests
         self.spec = spec
         self.image = image
         self.journal = journal
@@ -142,6 +138,12 @@ class CheckRun:
         self.home: str | None = None
         self._ended_code: int | None = None
         self.t_started = 0.0
+
+    @property
+    def env_changes(self) -> EnvRecord | None:
+        if self.recorder is None:
+            return None
+        return self.recorder.record or self._initial_env
 
     @property
     def container_id(self) -> str:
@@ -215,7 +217,7 @@ class CheckRun:
                 config = self.api.inspect_image(self.image.id).get("Config") or {}
             self.user = limits.user or str(config.get("User") or "")
             image_env = dict(str(e).partition("=")[::2] for e in config.get("Env") or [])
-            opened = _non_root(self.user)
+            opened = non_root(self.user)
             self.env = {**image_env, **dict(limits.env)}
             # 0777 for a non-root user; no sticky bit, so it may remove root's entries. A
             # check with a differential: sticky and not the check's
@@ -246,12 +248,23 @@ class CheckRun:
             self.writable = first is not Phase.TEST
             if first is not Phase.TEST:
                 self.home = env_home or self._passwd_home(self.container_id, opened)
-            if differential.enabled(self.spec):
-                chosen = differential.trusted_selector(self.spec)
-                source = tree_tar
+            # the trusted files (with a differential) and committed bytecode protected
+            # (gate/differential/tarprotect.py), and the tree noted as materialized
+            chosen = differential.trusted_selector(self.spec)
+            judged = differential.enabled(self.spec)
+            source = tree_tar
 
-                def tree_tar() -> Iterator[bytes]:
-                    return tarprotect.protect(source(), chosen)
+            manifest = self.recorder.manifest if self.recorder is not None else None
+
+            def tree_tar() -> Iterator[bytes]:
+                if manifest is not None:
+                    manifest.clear()
+                return tarprotect.protect(
+                    source(),
+                    chosen if judged else lambda _: False,
+                    directories=judged,
+                    manifest=manifest,
+                )
 
             cid = self.container_id
             # The daemon fills proofgate's volumes and the workspace through the holder, a
@@ -270,7 +283,7 @@ class CheckRun:
                 copy_tree(self.api, holder, tree_tar, self.journal, check=self.spec.name)
 
             if self.start_image == self.image.id:  # nothing of the change runs in either
-                _concurrently(fill, lambda: self._start(cid))
+                concurrently(fill, lambda: self._start(cid))
             else:
                 fill()
                 self._start(cid)
@@ -338,7 +351,7 @@ class CheckRun:
             size = f"size={limits.memory}"
             tmpfs["/tmp"] = f"rw,exec,nosuid,nodev,{size},mode=1777"  # noqa: S108
             home = self.home
-            if home and home.startswith("/") and not _overlaps(home, ("/", "/tmp", WORKSPACE)):  # noqa: S108
+            if home and home.startswith("/") and not overlaps(home, ("/", "/tmp", WORKSPACE)):  # noqa: S108
                 tmpfs[home] = f"rw,exec,nosuid,nodev,{size}"
         egress = self.egress if self.networked and not read_only else None
         host_config = self.api.create_host_config(
@@ -426,7 +439,7 @@ class CheckRun:
             if self.writable:
                 # from a cached environment: the snapshot must not pass for one
                 unmark = dict.fromkeys(envcache.MARKS, "")
-                frozen = self.record_environment
+                frozen = self.recorder is not None
                 committed = self._snapshot(unmark, "snapshot the container after the build")
                 self.temp_image = self.test_image = str(committed["Id"])
                 self.journal.append("image-committed", check=self.spec.name, image=self.temp_image)
@@ -444,11 +457,22 @@ class CheckRun:
                     self.stale.append(old)  # for `remove` to try again
                     raise
 
-            if frozen:
-                self._start_recording(old)
-                replace()
+            if self.recorder is not None and frozen:
+                recorder, holder = self.recorder, self.holder
+                assert holder is not None  # noqa: S101 - started with the check
+                recorder.start(old, self._tmpfs_homes())
+                # SPEC §3.2: /workspace as setup and build left it, before any test runs
+                # in it; read through the holder while the test container is created
+                created: list[str] = []
+                concurrently(
+                    lambda: recorder.workspace(holder),
+                    lambda: created.append(self._create(self.test_image, read_only=True)),
+                )
+                self.cid = created[0]
+                self.writable = False
+                self._start(self.cid)
             else:
-                _concurrently(replace, remove_old)
+                concurrently(replace, remove_old)
         except DockerRefused as e:
             return str(e)
         return None
@@ -467,10 +491,11 @@ class CheckRun:
             DockerRefused, SandboxError: the daemon refused, or did not answer in time.
         """
         cid = self.container_id
-        if self.record_environment:
-            self._freeze(cid)
+        if self.recorder is not None:
+            self.recorder.freeze(cid)
             if label_record:
-                self._record_changes(cid)
+                self.recorder.outside(cid, self._tmpfs_homes())
+                self.recorder.compose()
                 assert self.env_changes is not None  # noqa: S101 - just recorded
                 record = envcache.encode_changes(self.env_changes)
                 labels = {**labels, envcache.CHANGES_LABEL: record}
@@ -478,74 +503,22 @@ class CheckRun:
             got: dict[str, object] = self.api.commit(cid, pause=False, conf={"Labels": labels})
         return got
 
-    def _freeze(self, cid: str) -> None:
-        """Pause the container (its cgroup frozen), asking again when the runtime gives up.
-
-        Under heavy load the kernel may not freeze every task before runc's own retries
-        run out ("OCI runtime pause failed: unable to freeze"); runc leaves retrying to the
-        caller. Without this a base run ended after its build with no test phase, and
-        what stopped it was lost.
-
-        Raises:
-            DockerRefused, SandboxError: still refused after the last attempt.
-        """
-        for delay in (*_FREEZE_RETRIES_S, None):
-            try:
-                with docker_errors("freeze the container after setup and build"):
-                    self.api.pause(cid)
-                return
-            except DockerRefused as e:
-                if delay is None or e.not_found or self.stop is not None and self.stop.is_set():
-                    raise
-                self.journal.append("freeze-retried", check=self.spec.name, error=str(e))
-                time.sleep(delay)
-
-    def _start_recording(self, frozen: str) -> None:
-        """List what the frozen build container changed, beside the test phase."""
-
-        def work() -> None:
-            try:
-                self._record_changes(frozen)
-            except BaseException as e:  # noqa: BLE001 - raised by `_finish_recording`
-                self._record_error = e
-
-        self._frozen = frozen
-        self._recorder = threading.Thread(target=work, name="proofgate-envdiff", daemon=True)
-        self._recorder.start()
-
     def _finish_recording(self) -> None:
         """Wait for the record, then remove the frozen build container.
 
         Raises:
             DockerRefused, SandboxError: the daemon refused, or did not answer in time.
         """
-        recorder, self._recorder = self._recorder, None
-        if recorder is not None:
-            recorder.join()
-        frozen, self._frozen = self._frozen, None
-        if frozen is not None:
-            try:
-                self._remove(frozen)
-            except BaseException:
-                self.stale.append(frozen)
-                raise
-        error, self._record_error = self._record_error, None
-        if error is not None:
-            raise error
+        if self.recorder is not None:
+            self.recorder.finish(self._remove, self.stale)
 
-    def _record_changes(self, container: str) -> None:
-        try:
-            got = envdiff.record(self.api, container)
-        except DockerRefused as e:  # no record is an incomplete one: never "unchanged"
-            self.journal.append("environment-unrecorded", check=self.spec.name, error=str(e))
-            got = EnvRecord(complete=False)
-        self.env_changes = envjudge.merge(self._start_env or EnvRecord(), got)
-        self.journal.append(
-            "environment-recorded",
-            check=self.spec.name,
-            changes=len(got.changes),
-            complete=got.complete,
-        )
+    def _tmpfs_homes(self) -> tuple[str, ...]:
+        """HOME, when test containers get a fresh tmpfs there (`_create`): what setup and
+        build left in it reaches no test."""
+        home = self.home
+        if home and home.startswith("/") and not overlaps(home, ("/", "/tmp", WORKSPACE)):  # noqa: S108
+            return (home,)
+        return ()
 
     def _commit_environment(self, labels: dict[str, str]) -> None:
         """The environment cache (gate/sandbox/envcache.py): keep what setup made, and
@@ -607,9 +580,9 @@ class CheckRun:
         read the report through."""
         try:
             if keep_holder:
-                _concurrently(self._remove_container, self._finish_recording)
+                concurrently(self._remove_container, self._finish_recording)
             else:
-                _concurrently(self._remove_container, self._remove_holder, self._finish_recording)
+                concurrently(self._remove_container, self._remove_holder, self._finish_recording)
         except DockerRefused as e:
             raise SandboxError(str(e)) from e
 
@@ -630,7 +603,7 @@ class CheckRun:
                 failures.append(f"{what}: {e}")
 
         # the containers at once; the image and the volumes once both are gone
-        _concurrently(
+        concurrently(
             lambda: attempt("container", self._remove_container),
             lambda: attempt("container", self._remove_holder),
             lambda: attempt("container", self._remove_stale),
@@ -808,13 +781,13 @@ class CheckRun:
                         "processes-killed", check=self.spec.name, phase=phase, argv=argv
                     )
                     if exit_code != 0:
-                        oom = self._oom_killed(wall_started, exit_code)
+                        oom = execs.oom_killed(self.api, self.container_id, wall_started, exit_code)
                 elif not timed_out:
-                    exit_code = self._exit_code(exec_id)
+                    exit_code = execs.exit_code(self.api, exec_id)
                     if exit_code is None:
                         error = f"{list(argv)} ended without an exit status"
                     elif exit_code != 0:
-                        oom = self._oom_killed(wall_started, exit_code)
+                        oom = execs.oom_killed(self.api, self.container_id, wall_started, exit_code)
         duration = time.monotonic() - started
         result = CommandResult(
             argv=argv,
@@ -858,43 +831,6 @@ class CheckRun:
         self._ended_code = int(info["ExitCode"])
         return True
 
-    def _exit_code(self, exec_id: str) -> int | None:
-        # The stream can close a moment before the daemon records the exit status.
-        for _ in range(50):
-            try:
-                with docker_errors("read an exit status"):
-                    info = self.api.exec_inspect(exec_id)
-            except DockerRefused:
-                return None
-            if not info.get("Running"):
-                code = info.get("ExitCode")
-                return int(code) if code is not None else None
-            time.sleep(0.05)
-        return None
-
-    def _oom_killed(self, since: float, exit_code: int) -> bool:
-        """Whether the kernel's OOM killer struck in this container during the command.
-
-        Docker 20.10 sets State.OOMKilled only when the container's init dies; an OOM
-        kill of an exec'd process shows up as an `oom` event. Newer daemons set both.
-        """
-        try:
-            with docker_errors("inspect the container"):
-                state = self.api.inspect_container(self.container_id).get("State") or {}
-                if state.get("OOMKilled"):
-                    return True
-                # A SIGKILL (137) may come from the OOM killer; its event can lag a little.
-                until = time.time() + (0.5 if exit_code == 137 else 0.0)
-                events = self.api.events(
-                    since=since - 1,
-                    until=until,
-                    filters={"container": [self.container_id], "event": ["oom"]},
-                    decode=True,
-                )
-                return any(True for _ in events)
-        except DockerRefused:
-            return False
-
     # --- reports --------------------------------------------------------------------
 
     def _read_junit(self, rel: str) -> bytes | None:
@@ -906,40 +842,3 @@ class CheckRun:
             return None
         assert self.holder is not None  # noqa: S101 - started with the test phase
         return read_report(self.api, self.holder, path, self.journal, check=self.spec.name)
-
-
-def _concurrently(first: Callable[[], None], *rest: Callable[[], None]) -> None:
-    """Run independent daemon requests at once, `first` in this thread; after all ended,
-    raise the first one's error (in argument order)."""
-    errors: list[BaseException | None] = [None] * (1 + len(rest))
-
-    def run(i: int, step: Callable[[], None]) -> None:
-        try:
-            step()
-        except BaseException as e:  # noqa: BLE001 - raised below, after the others ended
-            errors[i] = e
-
-    threads = [
-        threading.Thread(target=run, args=(i, step), daemon=True) for i, step in enumerate(rest, 1)
-    ]
-    for thread in threads:
-        thread.start()
-    run(0, first)
-    for thread in threads:
-        thread.join()
-    raised = next((e for e in errors if e is not None), None)
-    if raised is not None:
-        raise raised
-
-
-def _non_root(user: str) -> bool:
-    name = user.split(":", 1)[0]
-    return name not in ("", "0", "root")
-
-
-def _overlaps(path: str, reserved: tuple[str, ...]) -> bool:
-    path = path.rstrip("/") or "/"
-    return (
-        any(path == r or path.startswith(r.rstrip("/") + "/") for r in reserved if r != "/")
-        or path == "/"
-    )

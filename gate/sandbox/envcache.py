@@ -13,11 +13,13 @@ afresh for build and test.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import io
 import json
 import tarfile
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -218,17 +220,26 @@ def _decode_setup(label: str) -> tuple[PhaseResult, ...]:
     return (PhaseResult(phase=Phase.SETUP, commands=commands),) if commands else ()
 
 
+_PACKED = "zlib:"  # a label's record, compressed (a whole install's can be large)
+
+
 def encode_changes(record: EnvRecord) -> str:
-    return json.dumps(record.to_dict(), sort_keys=True, separators=(",", ":"))
+    text = json.dumps(record.to_dict(), sort_keys=True, separators=(",", ":"))
+    if len(text) < 16 * 1024:
+        return text
+    return _PACKED + base64.b64encode(zlib.compress(text.encode(), 9)).decode()
 
 
 def _decode_changes(label: str | None) -> EnvRecord | None:
     if label is None:
         return None
     try:
+        if label.startswith(_PACKED):
+            packed = base64.b64decode(label[len(_PACKED) :], validate=True)
+            label = zlib.decompressobj().decompress(packed, 64 << 20).decode()
         raw = json.loads(label)
         return EnvRecord.from_dict(raw) if isinstance(raw, dict) else None
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, zlib.error):
         return None
 
 

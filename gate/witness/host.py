@@ -94,6 +94,11 @@ def parse_session(raw: bytes) -> WitnessSession | None:
             reads_dropped=int(inputs.get("dropped") or 0),
             durations=_durations(d.get("durations_us")),
             plugins=_plugin_rows(d.get("plugins")),
+            foreign=tuple(
+                f"{row[0]} ({row[1]})"
+                for row in list(d.get("foreign") or [])
+                if isinstance(row, list) and len(row) == 2
+            ),
             early=tuple(
                 f"{row[0]} ({row[1]}) {row[2]}"
                 for row in list(d.get("early") or [])

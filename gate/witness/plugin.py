@@ -80,7 +80,7 @@ from ._guard import (
     _make_guard,
     _tracers,
 )
-from ._plugins import _plugins  # noqa: F401 - in the line `emit` writes
+from ._plugins import _foreign, _plugins
 from ._reads import _make_reads, _test_files
 from ._shard import _tree_path, _unit
 from ._shard import pytest_collection_modifyitems as _shard_modifyitems  # noqa: F401 - installed by `_install`
@@ -465,6 +465,7 @@ def _make_witness(config):
             "durations_us": {k: _int(v * 1000000) for k, v in durations.items()},
             "plugins": _plugins(pm),
             "early": _EARLY,
+            "foreign": _foreign(),
         }
         data = ("\n" + MARKER + _dumps(line) + "\n").encode()
         if fd is None:

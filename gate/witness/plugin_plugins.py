@@ -87,3 +87,65 @@ def _plugins(pm):
         if len(out) >= _MAX_PLUGINS:
             break
     return _sorted(out, key=lambda row: (row[0], row[1]))
+
+
+# SPEC §3.2: in the trusted run the code under test is the tree's. A module whose
+# top-level package or module the tree has at an import root (`/workspace`, `src/`, or a
+# `/workspace` entry of sys.path), imported from outside the tree, is listed: unless its
+# file is a byte-for-byte copy of the tree's (a non-editable install of the same code),
+# the tests did not run the tree's code.
+_MAX_FOREIGN = 50
+
+
+def _sha256_of(path):
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def _tree_roots():
+    import sys
+
+    roots = [_TREE.rstrip("/"), _TREE + "src"]
+    roots += [p for p in sys.path if isinstance(p, str) and p.startswith(_TREE)]
+    return [r for r in dict.fromkeys(os.path.normpath(r) for r in roots) if os.path.isdir(r)]
+
+
+def _foreign():
+    """[[module, file]] of modules of the tree's packages imported from outside it."""
+    import sys
+
+    stdlib = set(getattr(sys, "stdlib_module_names", ()))
+    roots = _tree_roots()
+    tops = {}
+    for root in roots:
+        try:
+            names = os.listdir(root)
+        except OSError:
+            continue
+        for name in names:
+            full = os.path.join(root, name)
+            if name.endswith(".py") and name != "conftest.py":
+                tops.setdefault(name[:-3], root)
+            elif os.path.isfile(os.path.join(full, "__init__.py")):
+                tops.setdefault(name, root)
+    out = []
+    for name, module in list(sys.modules.items()):
+        top = name.split(".", 1)[0]
+        if top not in tops or top in stdlib or top.startswith(("_pytest", "pytest", "proofgate")):
+            continue
+        path = _getattr(module, "__file__", None)
+        if not _isinstance(path, _str) or _abspath(path).startswith(_TREE):
+            continue
+        rel = name.replace(".", "/")
+        base = os.path.basename(path)
+        mine = os.path.join(tops[top], rel, base) if base == "__init__.py" else None
+        mine = mine or os.path.join(tops[top], rel + os.path.splitext(path)[1])
+        if _sha256_of(mine) is not None and _sha256_of(mine) == _sha256_of(path):
+            continue  # a copy of the tree's own file: the tree's code
+        out.append([_str(name), _abspath(path)])
+        if len(out) >= _MAX_FOREIGN:
+            break
+    return _sorted(out)

@@ -28,7 +28,6 @@ from tests.attacks.corpus import (
     _attack,
     _honest,
     base_tree,
-    both,
     config,
     simple,
     wants_finding,
@@ -808,7 +807,7 @@ DEPENDS_CASES: tuple[Case, ...] = (
     _attack(
         "expected-data-weakened",
         "breaks the code and rewrites the expected data the base's tests read (calc/data/)",
-        F({FAILED}),
+        F({HELD}),
         with_inspect(
             simple(
                 {
@@ -818,7 +817,7 @@ DEPENDS_CASES: tuple[Case, ...] = (
                 },
                 _reads_data(),  # type: ignore[arg-type]
             ),
-            both(wants_reason("regression"), wants_reason("test-input-changed")),
+            wants_reason("test-input-changed"),
         ),
     ),
     _attack(

@@ -149,6 +149,16 @@ ATTACKS: dict[str, dict[bytes, Content]] = {
             b"    rep.outcome = 'passed'\n    rep.longrepr = None\n"
         ),
     },
+    "dist-info-in-another-case": {
+        b"Greenplug-1.Dist-Info/METADATA": b"Metadata-Version: 2.1\nName: greenplug\nVersion: 1\n",
+        b"Greenplug-1.Dist-Info/entry_points.txt": b"[pytest11]\ngreen = greenplug_hooks\n",
+        b"greenplug_hooks.py": (
+            b"import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\n"
+            b"def pytest_runtest_makereport(item, call):\n"
+            b"    out = yield\n    rep = out.get_result()\n"
+            b"    rep.outcome = 'passed'\n    rep.longrepr = None\n"
+        ),
+    },
     "tests-pkg-double-shadows-real": {
         b"tests/calc.py": b"def add(a, b):\n    return 5\n\n\ndef sub(a, b):\n    return 2\n",
     },
@@ -455,26 +465,28 @@ READS_CASES = (
 
 
 def test_expected_data_weakened_with_the_code_is_caught(tmp_path: Path) -> None:
-    # calc/data/cases.json matches no test glob: the base run's witness saw the base's
-    # test read it, so the trusted run takes the base's copy, and the change is held
+    # calc/data/cases.json is not code: the trusted run takes the base's copy (SPEC §3.2,
+    # by construction), the base's test fails with it against the broken add, and the
+    # change edits it: a person confirms what the tests check against
     base = _base(**{"tests/test_calc.py": READS_CASES, "calc/data/cases.json": b"[[2, 3, 5]]\n"})
     base[b"calc.py"] = CALC
     pr = {**base, b"calc.py": CALC_BROKEN, b"calc/data/cases.json": b"[[2, 3, -1]]\n"}
     seen, pred = _run(tmp_path, pr, base)
-    assert seen.outcome == "FAILED", _detail(seen, pred)
-    assert {"regression", "test-input-changed"} <= _codes(pred), _detail(seen, pred)
+    assert seen.outcome == "HELD", _detail(seen, pred)
+    assert _codes(pred) == {"test-input-changed"}, _detail(seen, pred)
     block = _tests_block(pred)
-    assert block["regressions"] == ["tests.test_calc::test_add"]
+    assert block["test_inputs_failed"] == ["tests.test_calc::test_add"]
     assert block["test_inputs_changed"] == ["calc/data/cases.json"]
 
 
-def test_expected_data_changed_with_honest_code_is_held_for_a_person(tmp_path: Path) -> None:
+def test_a_correct_case_added_to_golden_data_proves_itself(tmp_path: Path) -> None:
+    """The trusted run passes with the base's data: that is the proof (SPEC §3.2)."""
     base = _base(**{"tests/test_calc.py": READS_CASES, "calc/data/cases.json": b"[[2, 3, 5]]\n"})
     base[b"calc.py"] = CALC
     pr = {**base, b"calc/data/cases.json": b"[[2, 3, 5], [1, 1, 2]]\n"}
     seen, pred = _run(tmp_path, pr, base)
-    assert seen.outcome == "HELD", _detail(seen, pred)
-    assert _codes(pred) == {"test-input-changed"}, _detail(seen, pred)
+    assert seen.outcome == "PROVEN", _detail(seen, pred)
+    assert _tests_block(pred)["test_inputs_changed"] == ["calc/data/cases.json"]
 
 
 def test_in_package_tests_and_golden_data_under_tests_are_proven(tmp_path: Path) -> None:
@@ -553,9 +565,9 @@ def test_a_cached_base_run_keeps_the_test_inputs_it_recorded(tmp_path: Path) -> 
     _, path = pr_repo(ws, pr, base)
     first = prove(ws, Built(repo=path), tmp_path / "one")
     second = prove(ws, Built(repo=path), tmp_path / "two")
-    assert (first.outcome, second.outcome) == ("FAILED", "FAILED"), second.log[-3000:]
+    assert (first.outcome, second.outcome) == ("HELD", "HELD"), second.log[-3000:]
     pred = predicate_of((tmp_path / "two" / "receipt.json").read_bytes())
     block = _tests_block(pred)
     assert block["run_notes"]["base"] == "reused from the local cache"  # type: ignore[index]
-    assert block["regressions"] == ["tests.test_calc::test_add"]
+    assert block["test_inputs_failed"] == ["tests.test_calc::test_add"]
     assert block["test_inputs_changed"] == ["calc/data/cases.json"]

@@ -68,8 +68,8 @@ def _changed(pred: dict[str, object]) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("payload", "path", "why"),
     [
-        (PATCH_PYTEST, "/usr/lib/python3/dist-packages/_pytest/python.py", "image-file"),
-        (DROP_PTH, "/usr/local/lib/python3.11/dist-packages/zz_quiet.pth", "startup-hook"),
+        (PATCH_PYTEST, "/usr/lib/python3/dist-packages/_pytest/python.py", "file"),
+        (DROP_PTH, "/usr/local/lib/python3.11/dist-packages/zz_quiet.pth", "file"),
     ],
     ids=["build-import-patches-the-images-pytest", "build-import-drops-a-pth-hook"],
 )

@@ -34,6 +34,7 @@ def _compare(
     head_files: dict[bytes, bytes] | None = None,
     proving: dict[TestId, TestOutcome] | None = None,
     full: bool = False,
+    inputs: frozenset[bytes] = frozenset(),
 ) -> differential.DifferentialReport:
     return compare(
         check="unit",
@@ -46,6 +47,7 @@ def _compare(
         nontest_changed=any(not p.startswith(b"tests/") for p in changed),
         base_files={b"tests/test_calc.py": SRC},
         head_files=head_files if head_files is not None else {b"tests/test_calc.py": SRC},
+        inputs=inputs,
     )
 
 

@@ -992,6 +992,12 @@ CASES: dict[str, Case] = {
         True,
         H,
     ),
+    "dist-info-in-another-case-is-held": Case(
+        (chg("Evil-1.0.Dist-Info/entry_points.txt", "A", added=["[pytest11]", "e = evil"]),),
+        "plugin-metadata-added",
+        True,
+        H,
+    ),
     "egg-info-in-src-is-held": Case(
         (chg("src/evil.egg-info/entry_points.txt", "A", added=["[pytest11]"]),),
         "plugin-metadata-added",
