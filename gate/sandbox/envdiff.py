@@ -73,16 +73,21 @@ def outside(
     extra = tuple(excluded)
     with docker_errors("list what setup and build changed"):
         raw = api.diff(container) or []
-    rows: dict[str, str] = {}
-    for change in raw:
-        path = str(change.get("Path") or "")
-        kind = KINDS.get(int(str(change.get("Kind", -1))), "")
-        if kind and path.startswith("/") and not environment.volatile(path, extra):
-            rows[path] = kind
-    parents = {posixpath.dirname(p) for p in rows}
-    # a directory is reported modified whenever an entry below it changes: its entries
-    # are what counts
-    rows = {p: k for p, k in rows.items() if not (k == MODIFIED and p in parents)}
+    listed = [
+        (str(change.get("Path") or ""), KINDS.get(int(str(change.get("Kind", -1))), ""))
+        for change in raw
+    ]
+    # a directory is reported modified whenever an entry below it changes (a mount point
+    # included): its entries are what counts
+    parents = {posixpath.dirname(p) for p, _ in listed}
+    rows: dict[str, str] = {
+        path: kind
+        for path, kind in listed
+        if kind
+        and path.startswith("/")
+        and not environment.volatile(path, extra)
+        and not (kind == MODIFIED and path in parents)
+    }
     budget = _Budget()
     if len(rows) > MAX_RECORDED:
         budget.complete = False

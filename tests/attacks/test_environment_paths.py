@@ -343,3 +343,35 @@ def test_a_non_editable_install_of_the_tree_proves_itself(tmp_path: Path) -> Non
     seen, pred = _run(tmp_path / "broken", {**base, b"src/calc/__init__.py": CALC2_BROKEN}, base)
     assert seen.outcome == "FAILED", _detail(seen, pred)
     assert "regression" in _codes(pred)
+
+
+CHILD_ONLY = (
+    b"import subprocess\nimport sys\n\n\n"
+    b"def test_add_in_a_child():\n"
+    b"    code = 'from calc import add; assert add(2, 3) == 5'\n"
+    b"    subprocess.run([sys.executable, '-E', '-c', code], check=True)\n"
+)
+
+
+def _committed_pyc(source: bytes) -> bytes:
+    import importlib._bootstrap_external as be  # noqa: PLC0415
+    import importlib.util  # noqa: PLC0415
+
+    code = compile(GOOD, "calc.py", "exec")
+    return bytes(be._code_to_hash_pyc(code, importlib.util.source_hash(source), checked=False))  # type: ignore[attr-defined]
+
+
+def test_committed_bytecode_never_runs_even_in_an_E_child(tmp_path: Path) -> None:
+    """The change commits an unchecked hash-based pyc of a good `add` beside its broken
+    source; the base's test checks `add` in a child started with `-E` (which ignores the
+    prefix and looks in `__pycache__`). The pyc reaches the container unreadable, so the
+    child compiles the broken source."""
+    import sys  # noqa: PLC0415
+
+    base = _base("", **{"tests/test_calc.py": CHILD_ONLY})
+    pyc = f"__pycache__/calc.{sys.implementation.cache_tag}.pyc".encode()
+    pr = {**base, b"calc.py": CALC2_BROKEN, pyc: _committed_pyc(CALC2_BROKEN)}
+    seen, pred = _run(tmp_path, pr, base)
+    detail = _detail(seen, pred)
+    assert seen.outcome == "FAILED", detail
+    assert _tests_block(pred)["regressions"] == ["tests.test_calc::test_add_in_a_child"], detail
