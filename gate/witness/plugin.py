@@ -2,9 +2,16 @@
 # (runs in the project's interpreter, Python 3.7+: no annotations, like its pytest)
 """proofgate's witness: a pytest plugin that reports what pytest itself saw (SPEC §3.2).
 
-This one file is copied into every check container as `proofgate_witness.py`, in a
-directory the check cannot write (docs/security.md, "The witness"), and every test
-command gets `PYTEST_ADDOPTS=-p proofgate_witness` and that directory on `PYTHONPATH`.
+PYTEST_DONT_REWRITE (the marker pytest honours: the witness is imported by proofgate's
+start-up hook before pytest marks `-p` plugins for assertion rewriting, and needs none;
+without it pytest warns, and a project with `filterwarnings = error` fails to start).
+
+This package (this file as `__init__.py`, the `plugin_*.py` beside it as its modules) is
+copied into every check container as `witness/proofgate_witness/`, in proofgate's volume,
+read-only to every container of the check (docs/security.md, "The witness"). Every test
+command gets proofgate's start-up hook first on `PYTHONPATH` (gate/witness/boot.py), which
+puts this package into `sys.modules` by path before any of the tree's code runs, and
+`PYTEST_ADDOPTS=-p proofgate_witness`, which pytest then finds there.
 Loaded before any test module or conftest is imported, it writes one line to the
 standard output pytest started with, at the end of the session, after the JUnit report
 was written:

@@ -412,3 +412,16 @@ def test_without_a_shard_every_test_file_is_collected(tmp_path: Path) -> None:
     code, [line] = _pytest_with_witness(root, workspace=root)
     assert (root / "imported").exists()
     assert (code, line["counts"]) == (1, {"passed": 2, "failed": 1, "error": 0, "skipped": 0})
+
+
+def test_a_project_that_turns_warnings_into_errors_runs_under_the_witness(
+    tmp_path: Path,
+) -> None:
+    """The start-up hook imports the witness before pytest marks `-p` plugins for
+    assertion rewriting; pytest would warn that it cannot rewrite it, which a project
+    with `filterwarnings = error` turns into an error that stops the session."""
+    root = _project(tmp_path, **{"pytest.ini": "[pytest]\nfilterwarnings =\n    error\n"})
+    (root / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    code, [line] = _pytest_with_witness(root, "--junitxml=r.xml")
+    assert code == 0
+    assert line["counts"] == {"passed": 2, "failed": 0, "error": 0, "skipped": 0}
