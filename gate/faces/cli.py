@@ -895,6 +895,18 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `proofgate` command (the console script and `python -m gate`): its exit code.
+
+    While it runs, SIGTERM (what a CI system sends on cancel) raises KeyboardInterrupt as
+    Ctrl-C does, so a cancelled proof still removes what it made and writes its
+    INCONCLUSIVE `interrupted` receipt; the caller's handler is back on return."""
+    from gate.util.signals import sigterm_as_interrupt
+
+    with sigterm_as_interrupt():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
