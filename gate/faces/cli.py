@@ -19,11 +19,12 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from gate.errors import GateError, UsageError
 from gate.faces.parser import ENV_SIGNING_KEY, EXIT_USAGE, build_parser
 from gate.model import JsonDict, Trigger, TriggerKind, Verdict
+from gate.util.bounded import FileTooLarge, read_bounded, sha256_bounded
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -38,6 +39,8 @@ log = logging.getLogger("gate")
 
 EXIT_VERIFY_FAILED = 1
 EXIT_INTERRUPTED = 130
+
+_Kind = Literal["key", "receipt", "approval", "patch"]  # of a file named on the command line
 
 
 def _setup_logging(verbose: int) -> None:
@@ -67,11 +70,69 @@ def _prepare_out_dir(out: Path) -> None:
         raise UsageError(f"cannot use --out {out}: not writable")
 
 
-def _read(path: Path, what: str) -> bytes:
+def _limit(kind: _Kind) -> tuple[int, str]:
+    """The most bytes a file of `kind` named on the command line may hold, and its name."""
+    match kind:
+        case "key":
+            from gate.receipt.keys import MAX_KEY_BYTES
+
+            return MAX_KEY_BYTES, "a key"
+        case "receipt":
+            from gate.receipt.dsse import MAX_RECEIPT_BYTES
+
+            return MAX_RECEIPT_BYTES, "a receipt"
+        case "approval":
+            from gate.proof.approval import MAX_APPROVAL_BYTES
+
+            return MAX_APPROVAL_BYTES, "an approval"
+        case "patch":
+            from gate.receipt.files import MAX_PATCH_BYTES
+
+            return MAX_PATCH_BYTES, "a patch"
+
+
+def _read_file(path: Path, kind: _Kind) -> bytes:
+    """`path`'s bytes; never more than `kind`'s limit is read (a 2 GiB file, /dev/zero).
+
+    Raises:
+        FileTooLarge: it holds more (an OSError).
+        OSError: it cannot be read.
+    """
+    limit, name = _limit(kind)
+    return read_bounded(path, limit, name)
+
+
+def _unreadable(path: Path, e: OSError, what: str = "") -> str:
+    """Why `path` (`what`: the flag that named it) was not read, naming it (and the limit)."""
+    named = f"{what} {path}" if what else str(path)
+    if isinstance(e, FileTooLarge):
+        return f"{named} is {e.strerror}"
+    return f"cannot read {named}: {e.strerror}"
+
+
+def _patch_digest(path: Path) -> str:
+    """`verify --patch`: the file's SHA-256, hashed as it is read (never held whole).
+
+    Raises:
+        UsageError: it cannot be read, or holds more than a patch's limit.
+    """
+    limit, name = _limit("patch")
     try:
-        return path.read_bytes()
+        return sha256_bounded(path, limit, name)
     except OSError as e:
-        raise UsageError(f"cannot read {what} {path}: {e.strerror}") from e
+        raise UsageError(_unreadable(path, e, "--patch")) from e
+
+
+def _read(path: Path, what: str, kind: _Kind) -> bytes:
+    """`_read_file` for an input whose problem is a usage error (exit 2).
+
+    Raises:
+        UsageError: `path` cannot be read, or holds more than `kind`'s limit.
+    """
+    try:
+        return _read_file(path, kind)
+    except OSError as e:
+        raise UsageError(_unreadable(path, e, what)) from e
 
 
 def _short(value: object, n: int = 12) -> str:
@@ -130,7 +191,7 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
     approver_keys: list[Ed25519PublicKey] = []
     if run_checks:
         if args.key is not None:
-            key_pem = _read(args.key, "--key")
+            key_pem = _read(args.key, "--key", "key")
         elif os.environ.get(ENV_SIGNING_KEY):
             key_pem = os.environ[ENV_SIGNING_KEY].encode("utf-8")
         if key_pem is not None:
@@ -138,10 +199,12 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
                 receipt.load_private_key(key_pem, source="the signing key").public_key()
             )
         approver_keys.extend(
-            receipt.load_public_key(_read(path, "--approver-key"), source=str(path))
+            receipt.load_public_key(_read(path, "--approver-key", "key"), source=str(path))
             for path in args.approver_key
         )
-    approval_doc = _read(args.approval, "--approval") if run_checks and args.approval else None
+    approval_doc = (
+        _read(args.approval, "--approval", "approval") if run_checks and args.approval else None
+    )
     if approval_doc is not None and not approver_keys:
         raise UsageError("--approval needs a trusted key: pass --key or --approver-key")
 
@@ -251,10 +314,11 @@ def _balance_arg(args: argparse.Namespace) -> dict[str, dict[str, float]] | None
     if not args.balance_key:
         raise UsageError("--balance-from needs --balance-key PUB: only a verified receipt counts")
     keys = [
-        receipt.load_public_key(_read(p, "--balance-key"), source=str(p)) for p in args.balance_key
+        receipt.load_public_key(_read(p, "--balance-key", "key"), source=str(p))
+        for p in args.balance_key
     ]
     try:
-        verified = receipt.verify(_read(path, "--balance-from"), receipt.Signed(keys))
+        verified = receipt.verify(_read(path, "--balance-from", "receipt"), receipt.Signed(keys))
     except receipt.ReceiptError as e:
         raise UsageError(f"--balance-from {path} does not verify: {e}") from e
     from gate.proof.shard import recorded_durations
@@ -270,13 +334,13 @@ def _cmd_aggregate(args: argparse.Namespace) -> int:
     keys = _load_keys(args.key)
     key_pem: bytes | None = None
     if args.signing_key is not None:
-        key_pem = _read(args.signing_key, "--signing-key")
+        key_pem = _read(args.signing_key, "--signing-key", "key")
     elif os.environ.get(ENV_SIGNING_KEY):
         key_pem = os.environ[ENV_SIGNING_KEY].encode("utf-8")
     signing = (
         receipt.load_private_key(key_pem, source="the signing key") if key_pem is not None else None
     )
-    envelopes = [_read(p, "RECEIPT") for p in args.receipts]
+    envelopes = [_read(p, "RECEIPT", "receipt") for p in args.receipts]
     out: Path | None = args.out
     if out is not None:
         _prepare_out_dir(out)
@@ -294,7 +358,9 @@ def _cmd_aggregate(args: argparse.Namespace) -> int:
         neighbours: dict[str, bytes] = {}
         for p in args.receipts:
             try:
-                neighbours[str(p)] = (p.parent / PATCH_DIFF).read_bytes()
+                neighbours[str(p)] = _read_file(p.parent / PATCH_DIFF, "patch")
+            except FileTooLarge as e:
+                log.warning("%s: left out", e)
             except OSError:
                 continue
         patch = shard_patch(neighbours, str(_get_patch_digest(run.predicate)))
@@ -342,7 +408,7 @@ def _worktree_request(request: ProveRequest, evidence: GitRepository) -> ProveRe
 def _load_keys(paths: Sequence[Path]) -> list[Ed25519PublicKey]:
     from gate import receipt
 
-    return [receipt.load_public_key(_read(p, "--key"), source=str(p)) for p in paths]
+    return [receipt.load_public_key(_read(p, "--key", "key"), source=str(p)) for p in paths]
 
 
 def _branch_arg(value: str | None) -> str | None:
@@ -405,11 +471,11 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     if args.accept_reproof and branch is None:
         raise UsageError("--accept-reproof only means something with --branch")
     try:
-        envelope = args.receipt.read_bytes()
-    except OSError as e:
-        sys.stderr.write(f"proofgate: verify failed: cannot read {args.receipt}: {e.strerror}\n")
+        envelope = _read_file(args.receipt, "receipt")
+    except OSError as e:  # SPEC §5: 1, as for anything that is not a valid receipt
+        sys.stderr.write(f"proofgate: verify failed: {_unreadable(args.receipt, e)}\n")
         return EXIT_VERIFY_FAILED
-    patch = _read(args.patch, "--patch") if args.patch else None
+    patch_sha256 = _patch_digest(args.patch) if args.patch else None
     triggers = None
     if branch is not None:  # a release-style check: how the change reached the branch
         triggers = {TriggerKind.PULL_REQUEST, TriggerKind.MERGE_GROUP}
@@ -419,7 +485,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         keys,
         commit=args.commit,
         tree=args.tree,
-        patch=patch,
+        patch_sha256=patch_sha256,
         repository=args.repository,
         branch=branch,
         triggers=triggers,
@@ -461,9 +527,10 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     keys = _load_keys(args.key)
     patch_path: Path = args.patch or args.receipt.parent / "patch.diff"
     try:
-        envelope, patch = args.receipt.read_bytes(), patch_path.read_bytes()
+        envelope = _read_file(args.receipt, "receipt")
+        patch = _read_file(patch_path, "patch")
     except OSError as e:
-        sys.stderr.write(f"proofgate: apply refused: cannot read {e.filename}: {e.strerror}\n")
+        sys.stderr.write(f"proofgate: apply refused: {_unreadable(Path(e.filename), e)}\n")
         return EXIT_VERIFY_FAILED
     try:
         done = apply_receipt(envelope, patch, keys, Path(args.repo))
@@ -491,7 +558,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from gate import receipt
     from gate.receipt import render
 
-    envelope = _read(args.receipt, "receipt")
+    try:
+        envelope = _read_file(args.receipt, "receipt")
+    except FileTooLarge as e:  # as any other file that is not a receipt: 1
+        sys.stderr.write(f"proofgate: cannot show {args.receipt}: it is {e.strerror}\n")
+        return EXIT_VERIFY_FAILED
+    except OSError as e:
+        raise UsageError(_unreadable(args.receipt, e, "receipt")) from e
     try:
         if args.key:
             statement = receipt.verify_statement(envelope, _load_keys(args.key))
@@ -581,10 +654,10 @@ def _cmd_approve(args: argparse.Namespace) -> int:
     from gate.proof import approval
     from gate.util.timefmt import rfc3339
 
-    key = receipt.load_private_key(_read(args.key, "--key"), source=str(args.key))
+    key = receipt.load_private_key(_read(args.key, "--key", "key"), source=str(args.key))
     patch_sha256, fingerprint = args.patch_sha256, args.policy_fingerprint
     if args.receipt is not None:
-        statement = receipt.unverified_statement(_read(args.receipt, "--receipt"))
+        statement = receipt.unverified_statement(_read(args.receipt, "--receipt", "receipt"))
         predicate = statement.get("predicate")
         if isinstance(predicate, dict):
             patch = predicate.get("patch")
