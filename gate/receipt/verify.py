@@ -39,6 +39,7 @@ from gate.receipt.predicate import (
     SUBJECT_TREE,
     Predicate,
 )
+from gate.receipt.shape import check_predicate_shape
 from gate.util import journal
 
 if TYPE_CHECKING:
@@ -398,11 +399,9 @@ def verify(
     raw = statement.get("predicate")
     if not isinstance(raw, dict):
         raise ReceiptError("statement predicate is not a JSON object")
+    check_predicate_shape(raw)
 
-    events = _field(raw, "journal", "events")
-    if not isinstance(events, list):
-        raise ReceiptError("predicate has no journal")
-    broken = journal.verify_chain(events, _field(raw, "journal", "head"))
+    broken = journal.verify_chain(raw["journal"]["events"], raw["journal"]["head"])
     if broken is not None:
         raise ReceiptError(f"journal chain is broken: {broken}")
 
