@@ -197,6 +197,7 @@ _INVENTORY_ENTRY = _Obj(
         "symlink_target_b64": _STR,
         "symlink_absolute": _BOOL,
         "symlink_escapes": _BOOL,
+        "symlink_loop": _STRS,
         "gitlink": _BOOL,
     },
 )
