@@ -1,9 +1,8 @@
-"""`python -m gate` runs the proofgate CLI."""
+"""`python -m gate` runs the proofgate CLI (its `main` handles SIGTERM as Ctrl-C, as the
+`proofgate` console script does)."""
 
 import sys
 
 from gate.faces.cli import main
-from gate.util.signals import sigterm_raises_interrupt
 
-sigterm_raises_interrupt()
 sys.exit(main())

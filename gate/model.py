@@ -246,6 +246,9 @@ class InventoryEntry:
     symlink_target: bytes | None = None  # raw target bytes when the new entry is a symlink
     symlink_absolute: bool = False
     symlink_escapes: bool = False  # resolves outside the repository root
+    # its resolution never ends: the links it walks, from this one to the one met again
+    # (a -> b -> a), gate/git/symlinks.py
+    symlink_loop: tuple[bytes, ...] = ()
     gitlink: bool = False  # a submodule pointer (mode 160000) on either side
     lines_added: int = 0
     lines_deleted: int = 0
@@ -267,6 +270,8 @@ class InventoryEntry:
             d.update(path_to_dict(self.symlink_target, "symlink_target"))
             d["symlink_absolute"] = self.symlink_absolute
             d["symlink_escapes"] = self.symlink_escapes
+            if self.symlink_loop:  # for people: each path as `path_display` shows it
+                d["symlink_loop"] = [path_display(p) for p in self.symlink_loop]
         if self.gitlink:
             d["gitlink"] = True
         d["lines_added"] = self.lines_added

@@ -57,6 +57,7 @@ from gate.model import JsonDict, Verdict
 from gate.receipt import render
 from gate.receipt.predicate import Builder
 from gate.receipt.verify import branch_ref
+from gate.util.bounded import FileTooLarge, read_bounded
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -432,6 +433,36 @@ def run_shard(
     return 0
 
 
+def _shard_receipt(path: Path) -> bytes:
+    """A shard receipt the matrix uploaded, never more than a receipt's limit.
+
+    Raises:
+        AggregateError: it cannot be read, or is larger (the check run says so).
+    """
+    from gate.proof.aggregate import AggregateError
+    from gate.receipt import MAX_RECEIPT_BYTES
+
+    try:
+        return read_bounded(path, MAX_RECEIPT_BYTES, "a receipt")
+    except FileTooLarge as e:
+        raise AggregateError(f"shard receipt {e}") from e
+    except OSError as e:
+        raise AggregateError(f"cannot read the shard receipt {path}: {e.strerror}") from e
+
+
+def _shard_patch(path: Path) -> bytes | None:
+    """The patch.diff beside a shard receipt (None: none, unreadable or too large)."""
+    from gate.receipt.files import MAX_PATCH_BYTES
+
+    try:
+        return read_bounded(path, MAX_PATCH_BYTES, "a patch")
+    except FileTooLarge as e:
+        print(f"proofgate: {e}: left out", file=sys.stderr)
+        return None
+    except OSError:
+        return None
+
+
 def run_aggregate(
     inputs: ActionInputs,
     event: Mapping[str, object],
@@ -468,7 +499,7 @@ def run_aggregate(
         if not paths:
             raise AggregateError(f"no shard receipt matches {inputs.receipts!r}")
         run = aggregate(
-            [p.read_bytes() for p in paths],
+            [_shard_receipt(p) for p in paths],
             keys,
             signing_key=signing,
             clock=clock,
@@ -492,9 +523,7 @@ def run_aggregate(
     patch_field = run.predicate.get("patch")
     patch_digest = str(patch_field.get("sha256")) if isinstance(patch_field, dict) else ""
     neighbours = {
-        str(p): (p.parent / PATCH_DIFF).read_bytes()
-        for p in paths
-        if (p.parent / PATCH_DIFF).is_file()
+        str(p): patch for p in paths if (patch := _shard_patch(p.parent / PATCH_DIFF)) is not None
     }
     patch = shard_patch(neighbours, patch_digest)
     if patch is not None:

@@ -1,8 +1,7 @@
 """`proofgate` command line (SPEC §5). `main(argv) -> int`; exit codes per SPEC §3/§5.
 
-Its size (~700 lines) is honest: nine subcommands, each one argument parser and one
-short handler mapping adapters' errors to exit codes; the work lives in the modules
-they call.
+Ten subcommands, each one short handler mapping adapters' errors to exit codes; their
+arguments are `parser.py`'s, the work lives in the modules they call.
 
 Machine output goes to stdout (`--json`); everything for humans goes to stderr through
 the `gate` logger.
@@ -20,11 +19,12 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from gate import __version__
 from gate.errors import GateError, UsageError
+from gate.faces.parser import ENV_SIGNING_KEY, EXIT_USAGE, build_parser
 from gate.model import JsonDict, Trigger, TriggerKind, Verdict
+from gate.util.bounded import FileTooLarge, read_bounded, sha256_bounded
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -37,286 +37,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gate")
 
-EXIT_USAGE = 2
 EXIT_VERIFY_FAILED = 1
 EXIT_INTERRUPTED = 130
-ENV_SIGNING_KEY = "PROOFGATE_SIGNING_KEY"
 
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that names the program in errors and exits 2 (usage)."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"proofgate: error: {message}\n")
-
-
-def _verdict_arg(text: str) -> Verdict:
-    try:
-        return Verdict(text.upper())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected one of {', '.join(v.value for v in Verdict)}, got {text!r}"
-        ) from None
-
-
-def build_parser() -> argparse.ArgumentParser:
-    common = _Parser(add_help=False)
-    common.add_argument(
-        "-v", "--verbose", action="count", default=0, help="more progress on stderr (-vv: debug)"
-    )
-    parser = _Parser(
-        prog="proofgate",
-        description="Prove a change's exact patch in a Docker clean room and sign a receipt.",
-        parents=[common],
-    )
-    parser.add_argument("--version", action="version", version=f"proofgate {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    sub.required = True
-
-    def revisions(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--repo", default=".", metavar="DIR", help="the git repository (default .)")
-        p.add_argument("--base", metavar="REV", help="base revision (with --worktree: HEAD)")
-        p.add_argument("--head", metavar="REV", help="head revision")
-        p.add_argument(
-            "--worktree",
-            action="store_true",
-            help="the head is the working tree as it is now (tracked and non-ignored "
-            "untracked files), captured without touching the repository",
-        )
-        p.add_argument(
-            "--config",
-            type=Path,
-            metavar="FILE",
-            help="a local configuration file you trust (default: .github/proofgate.yml "
-            "from the base commit's tree)",
-        )
-        p.add_argument("--json", action="store_true", help="print the predicate as JSON on stdout")
-
-    p = sub.add_parser(
-        "prove",
-        parents=[common],
-        help="prove a change in the clean room and write a receipt",
-        description="Capture the patch merge-base(base, head)..head, re-apply it to the base "
-        "tip privately, run the configured checks each in a fresh container, and sign a "
-        "receipt. Exit 0 PROVEN, 10 FAILED, 11 HELD, 12 BLOCKED, 13 INCONCLUSIVE, 2 usage.",
-    )
-    revisions(p)
-    p.add_argument(
-        "--key",
-        type=Path,
-        metavar="FILE",
-        help=f"Ed25519 private key (PEM) to sign the receipt; or set {ENV_SIGNING_KEY}",
-    )
-    p.add_argument(
-        "--approval", type=Path, metavar="FILE", help="a signed approval of a HELD result"
-    )
-    p.add_argument(
-        "--approver-key",
-        type=Path,
-        action="append",
-        default=[],
-        metavar="PUB",
-        help="a public key trusted to sign approvals (repeatable; the signing key's own "
-        "public key is trusted too)",
-    )
-    p.add_argument(
-        "--out", type=Path, metavar="DIR", help="write receipt.json, receipt.md, patch.diff"
-    )
-    p.add_argument(
-        "--allow-pull",
-        action="store_true",
-        default=os.environ.get("PROOFGATE_ALLOW_PULL", "") == "1",
-        help="pull the clean-room image when it is not present locally (PROOFGATE_ALLOW_PULL=1)",
-    )
-    p.add_argument(
-        "--shard",
-        metavar="I/N",
-        help="prove shard I of N: the same patch, only this shard's share of each check's "
-        "tests; the receipt counts only through `proofgate aggregate`; exits 0 when the "
-        "share is PROVEN or HELD (an empty share included), else as its verdict",
-    )
-    p.add_argument(
-        "--balance-from",
-        type=Path,
-        metavar="RECEIPT",
-        help="with --shard: balance the split by the per-test durations a verified "
-        "receipt records, a one-job receipt included (give the same receipt to every "
-        "shard); durations that cannot balance fall back to the path-hash split, said so",
-    )
-    p.add_argument(
-        "--balance-key",
-        type=Path,
-        action="append",
-        default=[],
-        metavar="PUB",
-        help="a public key trusted to have signed the --balance-from receipt (repeatable)",
-    )
-
-    p = sub.add_parser(
-        "aggregate",
-        parents=[common],
-        help="combine the receipts of a proof's shards into one signed receipt",
-        description="Verify every shard receipt with the trusted keys, refuse a set that "
-        "disagrees or misses or repeats a shard (INCONCLUSIVE), apply the differential to "
-        "the union of the shards' tests and sign one receipt. Exit codes as prove; 1 when "
-        "no receipt verifies.",
-    )
-    p.add_argument("receipts", nargs="+", type=Path, metavar="RECEIPT", help="shard receipts")
-    p.add_argument(
-        "--key",
-        type=Path,
-        action="append",
-        required=True,
-        metavar="PUB",
-        help="a public key trusted to have signed the shard receipts (repeatable)",
-    )
-    p.add_argument(
-        "--signing-key",
-        type=Path,
-        metavar="FILE",
-        help=f"Ed25519 private key (PEM) to sign the aggregate; or set {ENV_SIGNING_KEY}",
-    )
-    p.add_argument("--out", type=Path, metavar="DIR", help="write receipt.json, receipt.md")
-    p.add_argument("--json", action="store_true", help="print the predicate as JSON on stdout")
-
-    p = sub.add_parser(
-        "policy",
-        parents=[common],
-        help="pre-flight: evidence and policy only, runs nothing",
-        description="Evidence + policy only; runs nothing. Exit 0 ALLOW, 11 HOLD, 12 DENY, "
-        "13 evidence incomplete, 2 usage.",
-    )
-    revisions(p)
-
-    p = sub.add_parser(
-        "verify",
-        parents=[common],
-        help="verify a receipt's signature, journal and subjects",
-        description="Exit 0 only for a valid signature by a given key whose subjects match "
-        "--commit/--tree/--patch and whose verdict meets --require; 1 otherwise; 2 usage.",
-    )
-    p.add_argument("receipt", nargs="?", type=Path, metavar="RECEIPT", help="receipt.json (DSSE)")
-    p.add_argument(
-        "--key",
-        type=Path,
-        action="append",
-        required=True,
-        metavar="PUB",
-        help="trusted public key (repeatable)",
-    )
-    p.add_argument("--commit", metavar="SHA", help="the head commit the receipt must be for")
-    p.add_argument("--tree", metavar="SHA", help="the proven tree the receipt must be for")
-    p.add_argument("--patch", type=Path, metavar="FILE", help="patch.diff whose sha256 must match")
-    p.add_argument("--require", type=_verdict_arg, metavar="VERDICT", help="e.g. PROVEN")
-    p.add_argument(
-        "--github",
-        metavar="OWNER/REPO",
-        help="find the receipts through the commit's check runs (needs --commit; token from "
-        "GITHUB_TOKEN, API from GITHUB_API_URL)",
-    )
-    p.add_argument(
-        "--repository",
-        metavar="OWNER/REPO",
-        help="the repository the receipt must be for (with --github: that repository)",
-    )
-    p.add_argument(
-        "--branch",
-        metavar="REF",
-        help="the branch the change must have been proven for (trigger.base_ref; NAME or "
-        "refs/heads/NAME); also requires a pull_request or merge_group trigger. With "
-        "--github the default is the repository's default branch",
-    )
-    p.add_argument(
-        "--accept-reproof",
-        action="store_true",
-        help="also accept a re-proof of a commit (trigger kind `commit`): it proves the "
-        "commit's tree, not that a policy judged the change",
-    )
-    p.add_argument(
-        "--config-path",
-        default=".github/proofgate.yml",
-        metavar="PATH",
-        help="with --github, or --branch and --commit: where the repository keeps its "
-        "configuration; a receipt proven under a file at another path does not count "
-        "(default: %(default)s)",
-    )
-    p.add_argument(
-        "--repo",
-        type=Path,
-        default=Path("."),
-        metavar="DIR",
-        help="with --github: a checkout holding the released commit, whose configuration "
-        "blob the receipt must match (default .)",
-    )
-
-    p = sub.add_parser(
-        "show", parents=[common], help="render a receipt as Markdown, or print its predicate"
-    )
-    p.add_argument("receipt", type=Path, metavar="RECEIPT")
-    p.add_argument("--json", action="store_true", help="print the predicate as JSON")
-    p.add_argument(
-        "--key",
-        type=Path,
-        action="append",
-        default=[],
-        metavar="PUB",
-        help="verify with this key first (without one, the receipt is shown unverified)",
-    )
-
-    p = sub.add_parser(
-        "apply",
-        parents=[common],
-        help="apply a PROVEN receipt's exact patch to an unchanged working tree",
-        description="Apply the receipt's patch to the working tree only if the receipt "
-        "verifies, is PROVEN, the patch file matches its digest, and HEAD and the working "
-        "tree still equal its base. Exit 0 applied, 1 refused (nothing changed), 2 usage.",
-    )
-    p.add_argument("receipt", type=Path, metavar="RECEIPT", help="receipt.json (DSSE)")
-    p.add_argument(
-        "--key", type=Path, action="append", required=True, metavar="PUB", help="trusted public key"
-    )
-    p.add_argument("--repo", default=".", metavar="DIR", help="the checkout (default .)")
-    p.add_argument(
-        "--patch", type=Path, metavar="FILE", help="the patch (default: patch.diff beside RECEIPT)"
-    )
-
-    p = sub.add_parser("keygen", parents=[common], help="create an Ed25519 signing key pair")
-    p.add_argument("--out", type=Path, required=True, metavar="DIR")
-
-    p = sub.add_parser(
-        "approve",
-        parents=[common],
-        help="sign an approval of a HELD result, bound to its patch digest and policy",
-    )
-    p.add_argument("--key", type=Path, required=True, metavar="FILE", help="approver's private key")
-    p.add_argument(
-        "--receipt", type=Path, metavar="RECEIPT", help="take digest + fingerprint from it"
-    )
-    p.add_argument("--patch-sha256", metavar="HEX")
-    p.add_argument("--policy-fingerprint", metavar="HEX")
-    p.add_argument("--approver", required=True, metavar="NAME")
-    p.add_argument("--out", type=Path, required=True, metavar="FILE")
-
-    p = sub.add_parser(
-        "cache",
-        parents=[common],
-        help="list or prune the cached setup environments; prune also removes dead "
-        "proofs' leftovers and stale bytecode listings",
-    )
-    p.add_argument("action", choices=("ls", "prune"))
-    p.add_argument("--keep", type=int, default=0, metavar="N", help="prune: keep the N newest")
-
-    p = sub.add_parser(
-        "demo", parents=[common], help="prove a bundled example end to end (needs Docker)"
-    )
-    p.add_argument("--out", type=Path, default=Path("proofgate-demo"), metavar="DIR")
-    p.add_argument(
-        "--image",
-        default=os.environ.get("PROOFGATE_DEMO_IMAGE", "proofgate/cleanroom:latest"),
-        help="clean-room image for the demo (PROOFGATE_DEMO_IMAGE)",
-    )
-    return parser
+_Kind = Literal["key", "receipt", "approval", "patch"]  # of a file named on the command line
 
 
 def _setup_logging(verbose: int) -> None:
@@ -346,11 +70,69 @@ def _prepare_out_dir(out: Path) -> None:
         raise UsageError(f"cannot use --out {out}: not writable")
 
 
-def _read(path: Path, what: str) -> bytes:
+def _limit(kind: _Kind) -> tuple[int, str]:
+    """The most bytes a file of `kind` named on the command line may hold, and its name."""
+    match kind:
+        case "key":
+            from gate.receipt.keys import MAX_KEY_BYTES
+
+            return MAX_KEY_BYTES, "a key"
+        case "receipt":
+            from gate.receipt.dsse import MAX_RECEIPT_BYTES
+
+            return MAX_RECEIPT_BYTES, "a receipt"
+        case "approval":
+            from gate.proof.approval import MAX_APPROVAL_BYTES
+
+            return MAX_APPROVAL_BYTES, "an approval"
+        case "patch":
+            from gate.receipt.files import MAX_PATCH_BYTES
+
+            return MAX_PATCH_BYTES, "a patch"
+
+
+def _read_file(path: Path, kind: _Kind) -> bytes:
+    """`path`'s bytes; never more than `kind`'s limit is read (a 2 GiB file, /dev/zero).
+
+    Raises:
+        FileTooLarge: it holds more (an OSError).
+        OSError: it cannot be read.
+    """
+    limit, name = _limit(kind)
+    return read_bounded(path, limit, name)
+
+
+def _unreadable(path: Path, e: OSError, what: str = "") -> str:
+    """Why `path` (`what`: the flag that named it) was not read, naming it (and the limit)."""
+    named = f"{what} {path}" if what else str(path)
+    if isinstance(e, FileTooLarge):
+        return f"{named} is {e.strerror}"
+    return f"cannot read {named}: {e.strerror}"
+
+
+def _patch_digest(path: Path) -> str:
+    """`verify --patch`: the file's SHA-256, hashed as it is read (never held whole).
+
+    Raises:
+        UsageError: it cannot be read, or holds more than a patch's limit.
+    """
+    limit, name = _limit("patch")
     try:
-        return path.read_bytes()
+        return sha256_bounded(path, limit, name)
     except OSError as e:
-        raise UsageError(f"cannot read {what} {path}: {e.strerror}") from e
+        raise UsageError(_unreadable(path, e, "--patch")) from e
+
+
+def _read(path: Path, what: str, kind: _Kind) -> bytes:
+    """`_read_file` for an input whose problem is a usage error (exit 2).
+
+    Raises:
+        UsageError: `path` cannot be read, or holds more than `kind`'s limit.
+    """
+    try:
+        return _read_file(path, kind)
+    except OSError as e:
+        raise UsageError(_unreadable(path, e, what)) from e
 
 
 def _short(value: object, n: int = 12) -> str:
@@ -409,7 +191,7 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
     approver_keys: list[Ed25519PublicKey] = []
     if run_checks:
         if args.key is not None:
-            key_pem = _read(args.key, "--key")
+            key_pem = _read(args.key, "--key", "key")
         elif os.environ.get(ENV_SIGNING_KEY):
             key_pem = os.environ[ENV_SIGNING_KEY].encode("utf-8")
         if key_pem is not None:
@@ -417,10 +199,12 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
                 receipt.load_private_key(key_pem, source="the signing key").public_key()
             )
         approver_keys.extend(
-            receipt.load_public_key(_read(path, "--approver-key"), source=str(path))
+            receipt.load_public_key(_read(path, "--approver-key", "key"), source=str(path))
             for path in args.approver_key
         )
-    approval_doc = _read(args.approval, "--approval") if run_checks and args.approval else None
+    approval_doc = (
+        _read(args.approval, "--approval", "approval") if run_checks and args.approval else None
+    )
     if approval_doc is not None and not approver_keys:
         raise UsageError("--approval needs a trusted key: pass --key or --approver-key")
 
@@ -530,10 +314,11 @@ def _balance_arg(args: argparse.Namespace) -> dict[str, dict[str, float]] | None
     if not args.balance_key:
         raise UsageError("--balance-from needs --balance-key PUB: only a verified receipt counts")
     keys = [
-        receipt.load_public_key(_read(p, "--balance-key"), source=str(p)) for p in args.balance_key
+        receipt.load_public_key(_read(p, "--balance-key", "key"), source=str(p))
+        for p in args.balance_key
     ]
     try:
-        verified = receipt.verify(_read(path, "--balance-from"), receipt.Signed(keys))
+        verified = receipt.verify(_read(path, "--balance-from", "receipt"), receipt.Signed(keys))
     except receipt.ReceiptError as e:
         raise UsageError(f"--balance-from {path} does not verify: {e}") from e
     from gate.proof.shard import recorded_durations
@@ -549,13 +334,13 @@ def _cmd_aggregate(args: argparse.Namespace) -> int:
     keys = _load_keys(args.key)
     key_pem: bytes | None = None
     if args.signing_key is not None:
-        key_pem = _read(args.signing_key, "--signing-key")
+        key_pem = _read(args.signing_key, "--signing-key", "key")
     elif os.environ.get(ENV_SIGNING_KEY):
         key_pem = os.environ[ENV_SIGNING_KEY].encode("utf-8")
     signing = (
         receipt.load_private_key(key_pem, source="the signing key") if key_pem is not None else None
     )
-    envelopes = [_read(p, "RECEIPT") for p in args.receipts]
+    envelopes = [_read(p, "RECEIPT", "receipt") for p in args.receipts]
     out: Path | None = args.out
     if out is not None:
         _prepare_out_dir(out)
@@ -573,7 +358,9 @@ def _cmd_aggregate(args: argparse.Namespace) -> int:
         neighbours: dict[str, bytes] = {}
         for p in args.receipts:
             try:
-                neighbours[str(p)] = (p.parent / PATCH_DIFF).read_bytes()
+                neighbours[str(p)] = _read_file(p.parent / PATCH_DIFF, "patch")
+            except FileTooLarge as e:
+                log.warning("%s: left out", e)
             except OSError:
                 continue
         patch = shard_patch(neighbours, str(_get_patch_digest(run.predicate)))
@@ -621,7 +408,7 @@ def _worktree_request(request: ProveRequest, evidence: GitRepository) -> ProveRe
 def _load_keys(paths: Sequence[Path]) -> list[Ed25519PublicKey]:
     from gate import receipt
 
-    return [receipt.load_public_key(_read(p, "--key"), source=str(p)) for p in paths]
+    return [receipt.load_public_key(_read(p, "--key", "key"), source=str(p)) for p in paths]
 
 
 def _branch_arg(value: str | None) -> str | None:
@@ -684,11 +471,11 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     if args.accept_reproof and branch is None:
         raise UsageError("--accept-reproof only means something with --branch")
     try:
-        envelope = args.receipt.read_bytes()
-    except OSError as e:
-        sys.stderr.write(f"proofgate: verify failed: cannot read {args.receipt}: {e.strerror}\n")
+        envelope = _read_file(args.receipt, "receipt")
+    except OSError as e:  # SPEC §5: 1, as for anything that is not a valid receipt
+        sys.stderr.write(f"proofgate: verify failed: {_unreadable(args.receipt, e)}\n")
         return EXIT_VERIFY_FAILED
-    patch = _read(args.patch, "--patch") if args.patch else None
+    patch_sha256 = _patch_digest(args.patch) if args.patch else None
     triggers = None
     if branch is not None:  # a release-style check: how the change reached the branch
         triggers = {TriggerKind.PULL_REQUEST, TriggerKind.MERGE_GROUP}
@@ -698,7 +485,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         keys,
         commit=args.commit,
         tree=args.tree,
-        patch=patch,
+        patch_sha256=patch_sha256,
         repository=args.repository,
         branch=branch,
         triggers=triggers,
@@ -740,9 +527,10 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     keys = _load_keys(args.key)
     patch_path: Path = args.patch or args.receipt.parent / "patch.diff"
     try:
-        envelope, patch = args.receipt.read_bytes(), patch_path.read_bytes()
+        envelope = _read_file(args.receipt, "receipt")
+        patch = _read_file(patch_path, "patch")
     except OSError as e:
-        sys.stderr.write(f"proofgate: apply refused: cannot read {e.filename}: {e.strerror}\n")
+        sys.stderr.write(f"proofgate: apply refused: {_unreadable(Path(e.filename), e)}\n")
         return EXIT_VERIFY_FAILED
     try:
         done = apply_receipt(envelope, patch, keys, Path(args.repo))
@@ -770,7 +558,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from gate import receipt
     from gate.receipt import render
 
-    envelope = _read(args.receipt, "receipt")
+    try:
+        envelope = _read_file(args.receipt, "receipt")
+    except FileTooLarge as e:  # as any other file that is not a receipt: 1
+        sys.stderr.write(f"proofgate: cannot show {args.receipt}: it is {e.strerror}\n")
+        return EXIT_VERIFY_FAILED
+    except OSError as e:
+        raise UsageError(_unreadable(args.receipt, e, "receipt")) from e
     try:
         if args.key:
             statement = receipt.verify_statement(envelope, _load_keys(args.key))
@@ -860,10 +654,10 @@ def _cmd_approve(args: argparse.Namespace) -> int:
     from gate.proof import approval
     from gate.util.timefmt import rfc3339
 
-    key = receipt.load_private_key(_read(args.key, "--key"), source=str(args.key))
+    key = receipt.load_private_key(_read(args.key, "--key", "key"), source=str(args.key))
     patch_sha256, fingerprint = args.patch_sha256, args.policy_fingerprint
     if args.receipt is not None:
-        statement = receipt.unverified_statement(_read(args.receipt, "--receipt"))
+        statement = receipt.unverified_statement(_read(args.receipt, "--receipt", "receipt"))
         predicate = statement.get("predicate")
         if isinstance(predicate, dict):
             patch = predicate.get("patch")
@@ -895,6 +689,18 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `proofgate` command (the console script and `python -m gate`): its exit code.
+
+    While it runs, SIGTERM (what a CI system sends on cancel) raises KeyboardInterrupt as
+    Ctrl-C does, so a cancelled proof still removes what it made and writes its
+    INCONCLUSIVE `interrupted` receipt; the caller's handler is back on return."""
+    from gate.util.signals import sigterm_as_interrupt
+
+    with sigterm_as_interrupt():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

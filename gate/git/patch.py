@@ -25,7 +25,7 @@ from pygit2.enums import DeltaStatus, DiffFind, DiffOption, FileMode
 
 from gate.errors import RepoError
 from gate.git.store import git_env
-from gate.git.symlinks import escaping_links
+from gate.git.symlinks import LinkFaults, link_faults
 from gate.model import ChangeStatus, InventoryEntry, path_display
 
 __all__ = [
@@ -121,20 +121,26 @@ def capture_patch(
         notes.extend(_coverage_notes(repo, patch, entry))
     merged = _fold_type_changes(entries)
     if any(e.new_mode == _MODE_LINK for e in merged):
-        # a chain of links can leave the tree where no single link's text does
-        chained = escaping_links(repo, new_tree)
-        merged = [
-            replace(e, symlink_escapes=True)
-            if e.new_mode == _MODE_LINK and e.path in chained
-            else e
-            for e in merged
-        ]
+        # a chain of links can leave the tree where no single link's text does, or loop
+        faults = link_faults(repo, new_tree)
+        merged = [_with_link_faults(e, faults) if e.new_mode == _MODE_LINK else e for e in merged]
     return CapturedPatch(
         data=b"".join(sections),
         inventory=tuple(merged),
         notes=tuple(dict.fromkeys(notes)),
         complete=complete,
     )
+
+
+def _with_link_faults(entry: InventoryEntry, faults: LinkFaults) -> InventoryEntry:
+    """The link's entry as its resolution in the whole new tree ends: outside the root, or
+    never (a loop: not escaping, whatever its text alone says)."""
+    loop = faults.loops.get(entry.path)
+    if loop is not None:
+        return replace(entry, symlink_loop=loop, symlink_escapes=False)
+    if entry.path in faults.escaping:
+        return replace(entry, symlink_escapes=True)
+    return entry
 
 
 def _inventory_entry(repo: pygit2.Repository, patch: pygit2.Patch) -> InventoryEntry | None:

@@ -103,7 +103,8 @@ CATALOG: tuple[tuple[Rule, Check], ...] = (
     _rule("git-plumbing-changed", H,
           "attributes, submodules and hooks change what a checkout means", check_git_plumbing),
     _rule("symlink-escapes", H,
-          "a symlink points outside the repository or to an absolute path", check_symlink),
+          "a symlink points outside the repository, to an absolute path or into a loop",
+          check_symlink),
     # DENY: decided before any container; an approval could not make the tree extractable
     _rule("symlink-unmaterializable", D,
           "a symlink climbs above the tree's root: the clean room cannot materialize it",

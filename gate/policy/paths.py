@@ -27,7 +27,7 @@ from functools import lru_cache
 
 from pathspec import GitIgnoreSpec
 
-from gate.model import ChangeStatus, InventoryEntry, PolicySpec
+from gate.model import ChangeStatus, InventoryEntry, PolicySpec, path_display
 from gate.policy.context import Check, Context, RawFinding, as_text, basename, dirs_of, paths_of
 from gate.policy.patch import path_text
 from gate.policy.pinbump import pin_status
@@ -391,8 +391,28 @@ def _symlink_escape_reason(entry: InventoryEntry) -> str | None:
     return None
 
 
+def _symlink_loop(entry: InventoryEntry) -> str | None:
+    """What a link whose resolution never ends leads into, in words (None: it ends)."""
+    chain = entry.symlink_loop
+    if not chain or entry.new_mode != 0o120000 or entry.status is ChangeStatus.DELETED:
+        return None
+    shown = " -> ".join(path_display(p) for p in chain)
+    if chain[0] != entry.path:  # it resolves; another link's resolution loops through it
+        return (
+            f"looping symlink: the resolution of {path_display(chain[0])} passes through it "
+            f"into a symlink loop: {shown}"
+        )
+    # the link itself in the loop (a -> b -> a), or on the way into one (c -> a -> b -> a)
+    into = "is" if chain[0] == chain[-1] else "leads into"
+    return f"looping symlink: its target {into} a symlink loop: {shown}"
+
+
 def check_symlink(ctx: Context) -> Iterator[RawFinding]:
     for e in ctx.inventory:
+        loop = _symlink_loop(e)
+        if loop is not None:  # it does not leave the tree; it cannot be resolved at all
+            yield RawFinding(e.path, loop)
+            continue
         why = _symlink_escape_reason(e)
         if why is not None:
             yield RawFinding(e.path, f"{why} symlink: its target lies outside the repository")

@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from gate import policy, receipt
-from gate.config import DEFAULT_CONFIG_PATH, checked_document, load_config, schema_digest
+from gate.config import (
+    DEFAULT_CONFIG_PATH,
+    MAX_CONFIG_BYTES,
+    checked_document,
+    load_config,
+    schema_digest,
+)
 from gate.differential import DifferentialReport, junitpath, wants_a_person
 from gate.errors import ApprovalRejected, UsageError
 from gate.git.interface import (
@@ -57,6 +63,7 @@ from gate.proof.shard import ShardSpec, Split
 from gate.proof.verdict import Outcome, RunEvidence, decide, preflight
 from gate.receipt import render
 from gate.util import usercache
+from gate.util.bounded import FileTooLarge, read_bounded
 from gate.util.journal import Journal
 from gate.util.timefmt import rfc3339
 from gate.witness import judge as witness
@@ -163,7 +170,9 @@ def _load_config(
     known = frozenset(policy.RULES)
     if request.config_file is not None:
         try:
-            data = request.config_file.read_bytes()
+            data = read_bounded(request.config_file, MAX_CONFIG_BYTES, "a configuration")
+        except FileTooLarge as e:
+            raise UsageError(f"--config {e}") from e
         except OSError as e:
             raise UsageError(f"cannot read --config {request.config_file}: {e.strerror}") from e
         digest = hashlib.sha256(data).hexdigest()

@@ -9,6 +9,7 @@ and trusts nothing before the signature holds (see `verify`).
     dsse.py       PAE, the envelope codec, sign, open an envelope with trusted keys
     predicate.py  the frozen `Predicate`, `Preflight`, `build_predicate`, the statement
     verify.py     `verify(envelope, expect) -> VerifiedReceipt` and the expectations
+    shape.py      the predicate's documented shape, checked by `verify` once it is signed
     files.py      the three receipt files (receipt.json, receipt.md, patch.diff)
 """
 

@@ -9,6 +9,9 @@ from pathlib import Path
 RECEIPT_JSON = "receipt.json"
 RECEIPT_MD = "receipt.md"
 PATCH_DIFF = "patch.diff"
+# The most a patch.diff read back (`verify --patch`, `apply`, `aggregate`) may hold: a
+# proof keeps its whole patch in memory, and so does whoever reads it back.
+MAX_PATCH_BYTES = 1024 * 1024 * 1024
 
 
 def write_receipt_files(out: Path, *, envelope: bytes, markdown: str, patch: bytes) -> str:

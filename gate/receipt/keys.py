@@ -20,6 +20,11 @@ if TYPE_CHECKING:
     )
 
 
+# A PEM Ed25519 key is about 120 bytes; a key file named on the command line may hold
+# comments around it, never more than this (gate/util/bounded.py).
+MAX_KEY_BYTES: Final = 64 * 1024
+
+
 def generate_keypair() -> tuple[bytes, bytes]:
     """A new Ed25519 key pair: (PKCS#8 PEM private key, SubjectPublicKeyInfo PEM public key)."""
     from cryptography.hazmat.primitives import serialization

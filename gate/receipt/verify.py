@@ -39,6 +39,7 @@ from gate.receipt.predicate import (
     SUBJECT_TREE,
     Predicate,
 )
+from gate.receipt.shape import check_predicate_shape
 from gate.util import journal
 
 if TYPE_CHECKING:
@@ -147,12 +148,15 @@ class Subject(_NoKeys):
 
 
 class PatchFile(_NoKeys):
-    """`patch.diff`'s bytes hash to the patch subject."""
+    """`patch.diff`'s bytes hash to the patch subject (given as the bytes, or as their
+    SHA-256 when they were hashed as they were read)."""
 
     __slots__ = ("sha256",)
 
-    def __init__(self, data: bytes) -> None:
-        self.sha256 = hashlib.sha256(data).hexdigest()
+    def __init__(self, data: bytes | None = None, *, sha256: str | None = None) -> None:
+        if (data is None) == (sha256 is None):
+            raise ValueError("PatchFile takes the patch's bytes or their sha256, exactly one")
+        self.sha256 = hashlib.sha256(data).hexdigest() if data is not None else str(sha256)
 
     def check(self, receipt: VerifiedReceipt) -> None:
         want = receipt.predicate.patch_sha256
@@ -395,11 +399,9 @@ def verify(
     raw = statement.get("predicate")
     if not isinstance(raw, dict):
         raise ReceiptError("statement predicate is not a JSON object")
+    check_predicate_shape(raw)
 
-    events = _field(raw, "journal", "events")
-    if not isinstance(events, list):
-        raise ReceiptError("predicate has no journal")
-    broken = journal.verify_chain(events, _field(raw, "journal", "head"))
+    broken = journal.verify_chain(raw["journal"]["events"], raw["journal"]["head"])
     if broken is not None:
         raise ReceiptError(f"journal chain is broken: {broken}")
 
@@ -423,6 +425,7 @@ def expectations(
     commit: str | None = None,
     tree: str | None = None,
     patch: bytes | None = None,
+    patch_sha256: str | None = None,
     repository: str | None = None,
     branch: str | None = None,
     triggers: Iterable[TriggerKind] | None = None,
@@ -430,12 +433,13 @@ def expectations(
     require: Verdict | None = None,
 ) -> AllOf:
     """`AllOf(Signed(keys), ...)` for the options that are given, in the CLI's order
-    (`changed`: the receipt must judge a change, see `Changed`)."""
+    (`patch` or `patch_sha256`: the patch file's bytes or their digest; `changed`: the
+    receipt must judge a change, see `Changed`)."""
     parts: list[Expectation] = [Signed(keys), WholeProof()]
     if commit is not None or tree is not None:
         parts.append(Subject(commit=commit, tree=tree))
-    if patch is not None:
-        parts.append(PatchFile(patch))
+    if patch is not None or patch_sha256 is not None:
+        parts.append(PatchFile(patch, sha256=patch_sha256))
     if repository is not None:
         parts.append(Repository(repository))
     if branch is not None:

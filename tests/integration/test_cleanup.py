@@ -24,7 +24,7 @@ import pytest
 from gate.faces.cli import main
 from gate.sandbox import labels
 from gate.util import usercache
-from tests.conftest import TEST_LABEL, clean_up, labeled, own_value
+from tests.conftest import TEST_LABEL, clean_up, labeled, own_filter, own_value
 from tests.gitutil import Symlink
 from tests.provecli import cli_prove, config_yaml, pr_repo, receipt_predicate
 
@@ -238,6 +238,75 @@ def test_interrupted_proofs_leave_nothing(
         assert code in (0, 13, 130), err[-2000:]
         assert "Traceback" not in err, err[-2000:]
         assert labeled(docker_client, own_value()) == set(), (delay, sig, err[-1000:])
+
+
+STORE_PREFIX = "proofgate-store-"  # gate/git/store.py: tempfile.mkdtemp(prefix=...)
+
+
+def _running(client: docker.DockerClient, command: str) -> bool:
+    """Whether one of this test's containers runs `command` (the check itself started)."""
+    for container in client.containers.list(filters=own_filter()):
+        with contextlib.suppress(docker.errors.APIError):
+            rows = container.top().get("Processes") or []
+            if any(command in " ".join(map(str, row)) for row in rows):
+                return True
+    return False
+
+
+def _of_proof(client: docker.DockerClient, proof: str) -> set[str]:
+    """Containers and volumes labelled with the proof's id, left after it ended."""
+    label = {"label": [f"{labels.PROOF}={proof}"]}
+    found = {
+        f"container {c.id}" for c in client.containers.list(all=True, sparse=True, filters=label)
+    }
+    volumes = client.api.volumes(filters=label).get("Volumes") or []
+    return found | {f"volume {v['Name']}" for v in volumes}
+
+
+def test_sigterm_to_the_console_script_ends_inconclusive_and_leaves_nothing(
+    docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    """What a CI system sends on cancel, to the installed `proofgate` script (not `python
+    -m gate`) while a check runs: it ends as Ctrl-C does, INCONCLUSIVE `interrupted` (13)
+    with its receipt, and leaves no container or volume of its proof and no private object
+    store in its TMPDIR."""
+    script = Path(sys.executable).with_name("proofgate")
+    assert script.is_file(), f"no console script at {script}: run `make dev`"
+    checks = "  - {name: slow, test: 'sleep 30', differential: 'off'}\n"
+    path = pr_repo(tmp_path, {b".github/proofgate.yml": config_yaml(checks)}, {b"a": b"1"})[1]
+    tmpdir, out = tmp_path / "tmp", tmp_path / "out"
+    tmpdir.mkdir()
+    argv = ["prove", "--repo", str(path), "--base", "main", "--head", "pr", "--out", str(out)]
+    proc = subprocess.Popen(  # noqa: S603 - our own CLI
+        [str(script), *argv],
+        env={**os.environ, "TMPDIR": str(tmpdir)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while not _running(docker_client, "sleep 30"):
+            assert proc.poll() is None, proc.communicate()[1].decode(errors="replace")[-2000:]
+            assert time.monotonic() < deadline, "the check's command never started"
+            time.sleep(0.2)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, raw = proc.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
+    err = raw.decode("utf-8", "replace")
+    assert time.monotonic() - t0 < 25, "SIGTERM did not stop the running check"
+    assert proc.returncode == 13, err[-2000:]
+    assert "Traceback" not in err, err[-2000:]
+    predicate = receipt_predicate(out)
+    assert predicate["verdict"] == "INCONCLUSIVE"
+    assert "interrupted" in {r["code"] for r in predicate["reasons"]}  # type: ignore[attr-defined]
+    events = predicate["journal"]["events"]  # type: ignore[index]
+    proof = events[0]["data"]["proof"]  # type: ignore[index]
+    assert _of_proof(docker_client, proof) == set()
+    assert sorted(p.name for p in tmpdir.iterdir() if p.name.startswith(STORE_PREFIX)) == []
 
 
 def test_escaping_symlink_is_blocked_before_any_container(tmp_path: Path) -> None:

@@ -181,6 +181,61 @@ def test_symlink_chains_are_resolved_against_the_whole_tree(
     assert code == (11 if held else 0)
 
 
+_IS = "looping symlink: its target is a symlink loop: "
+_LOOPS = {
+    "two-links": (
+        {},
+        {b"a": Symlink(b"b"), b"b": Symlink(b"a")},
+        {"a": f"{_IS}a -> b -> a", "b": f"{_IS}b -> a -> b"},
+    ),
+    "self": ({}, {b"a": Symlink(b"a")}, {"a": f"{_IS}a -> a"}),
+    "in-a-directory": ({b"d/x": b""}, {b"d/loop": Symlink(b"../d/loop")}, {
+        "d/loop": f"{_IS}d/loop -> d/loop",
+    }),
+    "directory-links-cycle": (
+        {},
+        {b"p": Symlink(b"q/c"), b"q": Symlink(b"p")},
+        {"p": f"{_IS}p -> q -> p", "q": f"{_IS}q -> p -> q"},
+    ),
+    "into-a-loop-of-the-base": (
+        {b"a": Symlink(b"b"), b"b": Symlink(b"a")},
+        {b"c": Symlink(b"a")},
+        {"c": "looping symlink: its target leads into a symlink loop: c -> a -> b -> a"},
+    ),
+    "redirected-through-into-a-loop": (
+        # x -> ok/c resolved to e/c; the patch points ok at d, whose c loops
+        {b"d/c": Symlink(b"c"), b"e/c": b"", b"ok": Symlink(b"e"), b"x": Symlink(b"ok/c")},
+        {b"ok": Symlink(b"d")},
+        {
+            "ok": "looping symlink: the resolution of x passes through it into a symlink "
+            "loop: x -> d/c -> d/c"
+        },
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("base", "head", "held"), _LOOPS.values(), ids=_LOOPS.keys())
+def test_symlink_loops_are_held_saying_they_loop(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    base: dict[bytes, object],
+    head: dict[bytes, object],
+    held: dict[str, str],
+) -> None:
+    """A loop does not leave the repository and is not said to: HELD, its chain named
+    (issue 46; it used to read "its target lies outside the repository")."""
+    path = _repo(tmp_path, {b".github/proofgate.yml": CONFIG, **base}, head)
+    code, predicate = _policy(path, capsys)
+    assert code == 11
+    findings = _findings(predicate)["symlink-escapes"]
+    assert {f["path"]: f["message"] for f in findings} == held
+    assert {f["decision"] for f in findings} == {"HOLD"}
+    inventory = {e["path"]: e for e in predicate["inventory"]}  # type: ignore[union-attr]
+    for link in held:
+        assert inventory[link]["symlink_escapes"] is False
+        assert inventory[link]["symlink_loop"] == held[link].rpartition(": ")[2].split(" -> ")
+
+
 _TESTS = (
     b"import pytest\n\n\ndef test_a():\n    assert 1\n\n\n"
     b"class TestB:\n    def test_c(self):\n        pass\n"

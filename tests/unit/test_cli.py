@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import signal
+import time
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
+from gate.faces import cli
 from gate.faces.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -184,3 +189,32 @@ def test_policy_preflight_never_reads_as_a_verdict(
     assert predicate["verdict"] is None
     assert predicate["preflight"] is True
     assert predicate["checks"] == []
+
+
+def test_sigterm_during_main_is_ctrl_c_and_the_callers_handler_is_back(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`main` itself makes SIGTERM (a CI system's cancel) a Ctrl-C, so the `proofgate`
+    console script behaves as `python -m gate`; a caller's own handler is back afterwards
+    (here the test's, which would otherwise have swallowed the signal)."""
+    caught: list[int] = []
+
+    def callers(signum: int, frame: FrameType | None) -> None:
+        caught.append(signum)
+
+    def cancelled_show(args: argparse.Namespace) -> int:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(2)  # a command still at work when the signal comes
+        return 0
+
+    monkeypatch.setattr(cli, "_cmd_show", cancelled_show)
+    previous = signal.signal(signal.SIGTERM, callers)
+    try:
+        code = main(["show", str(tmp_path / "receipt.json")])
+        after = signal.getsignal(signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert code == 130
+    assert "proofgate: interrupted; no verdict" in capsys.readouterr().err
+    assert caught == []
+    assert after is callers

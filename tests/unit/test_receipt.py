@@ -389,7 +389,7 @@ def test_journal_edit_resigned_with_trusted_key_still_fails_chain() -> None:
 def test_journal_missing_is_rejected() -> None:
     p = sample.predicate()
     del p["journal"]
-    reject(signed(p), "predicate has no journal")
+    reject(signed(p), "predicate field journal is missing; expected the journal")
 
 
 # --- payloadType and envelope shape ---------------------------------------------------

@@ -20,9 +20,11 @@ from gate.differential.pytestconfig import DEFAULT_PYTHON_FILES, python_files
 from gate.errors import UsageError
 from gate.faces.cli import main
 from gate.model import (
+    ChangeStatus,
     CheckResult,
     CheckSpec,
     Config,
+    InventoryEntry,
     JsonDict,
     Limits,
     Phase,
@@ -283,6 +285,15 @@ ROWS = {
 }
 
 
+def _changed(path: str) -> JsonDict:
+    """An inventory entry as a proof records it (SPEC §4: verify checks its shape)."""
+    mode = 0o100644
+    entry = InventoryEntry(
+        path=path.encode(), status=ChangeStatus.MODIFIED, old_mode=mode, new_mode=mode, size=10
+    )
+    return entry.to_dict()
+
+
 def _predicate(index: int, count: int = 2) -> JsonDict:
     rows = ROWS.get(index, [])
     journal = Journal(clock=lambda: 0.0)
@@ -297,7 +308,7 @@ def _predicate(index: int, count: int = 2) -> JsonDict:
         "head": {"commit": HEAD, "tree": TREE},
         "proven_tree": TREE,
         "patch": {"sha256": PATCH, "bytes": 10, "files": 1},
-        "inventory": [{"path": "calc.py", "status": "modified"}],
+        "inventory": [_changed("calc.py")],
         "coverage": {"complete": True, "notes": []},
         "config": {"source": "base-tree", "path": ".github/proofgate.yml", "blob": "f" * 40},
         "policy": {"fingerprint": "9" * 64, "decision": "ALLOW", "findings": []},
@@ -517,8 +528,7 @@ def test_a_test_lives_in_the_file_the_base_run_reports() -> None:
     modules stand in, as for a run without the witness."""
     one, two = _predicate(1), _predicate(2)
     for p in (one, two):
-        p["inventory"] = [{"path": "calc.py", "status": "modified"}]
-        p["inventory"].append({"path": "app/tests.py", "status": "modified"})  # type: ignore[attr-defined]
+        p["inventory"] = [_changed("calc.py"), _changed("app/tests.py")]
     one["shard"]["checks"]["unit"]["base_test_files"] = ["tests/test_a.py"]  # type: ignore[index]
     section = two["shard"]["checks"]["unit"]  # type: ignore[index]
     section["base_test_files"] = ["tests/test_b.py"]

@@ -7,7 +7,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,8 +26,14 @@ PUB = str(ASSETS / "keys/trusted.pub")
 TRUSTED = sample.key("trusted")
 
 
-def write_receipt(tmp_path: Path, trigger: JsonDict | None = None, name: str = "r.json") -> Path:
-    p = sample.predicate()
+def write_receipt(
+    tmp_path: Path,
+    trigger: JsonDict | None = None,
+    name: str = "r.json",
+    predicate: JsonDict | None = None,
+) -> Path:
+    """The sample receipt (or `predicate`'s), signed by the trusted key."""
+    p = sample.predicate() if predicate is None else predicate
     if trigger is not None:
         p["trigger"] = trigger
     st = receipt.build_statement(
@@ -236,3 +245,129 @@ def test_show_with_the_right_key_has_no_unverified_banner(
     assert "UNVERIFIED" not in page
     assert page.startswith("# proofgate: PROVEN")
     assert "pull\\_request onto `refs/heads/main`, pull request #7" in page
+
+
+# --- a signed predicate of the wrong shape (issue 46) -------------------------------------
+
+
+def _set(path: str, value: object) -> Callable[[JsonDict], None]:
+    """Set (or with `DROP`, delete) the predicate field at a dotted path; `[i]` indexes."""
+
+    def mutate(p: JsonDict) -> None:
+        keys: list[str | int] = [
+            int(k[1:-1]) if k.startswith("[") else k for k in re.findall(r"\[\d+\]|[^.\[\]]+", path)
+        ]
+        node: Any = p
+        for k in keys[:-1]:
+            node = node[k]
+        if value is DROP:
+            del node[keys[-1]]
+        else:
+            node[keys[-1]] = value
+
+    return mutate
+
+
+DROP = object()
+COMMAND = "checks[0].phases[1].commands[0]"
+WRONG_SHAPES = {
+    "checks-a-string": (
+        _set("checks", "unit"),
+        "predicate field checks is a string ('unit'); expected a list of checks",
+    ),
+    "reasons-an-object": (
+        _set("reasons", {"code": "check-failed"}),
+        "predicate field reasons is an object; expected a list of reasons",
+    ),
+    "verdict-a-number": (
+        _set("verdict", 0),
+        "predicate field verdict is a number (0); expected one of PROVEN, FAILED, HELD, "
+        "BLOCKED, INCONCLUSIVE",
+    ),
+    "verdict-missing": (
+        _set("verdict", DROP),
+        "predicate field verdict is missing; expected one of PROVEN",
+    ),
+    "exit-code-a-boolean": (
+        _set(f"{COMMAND}.exit_code", True),
+        f"predicate field {COMMAND}.exit_code is a boolean (true); expected an integer or null",
+    ),
+    "argv-a-string": (
+        _set(f"{COMMAND}.argv", "pytest -q"),
+        f"predicate field {COMMAND}.argv is a string ('pytest -q'); expected a list of strings",
+    ),
+    "inventory-size-a-string": (
+        _set("inventory[0].size", "34"),
+        "predicate field inventory[0].size is a string ('34'); expected an integer or null",
+    ),
+    "coverage-complete-a-string": (
+        _set("coverage.complete", "yes"),
+        "predicate field coverage.complete is a string ('yes'); expected true or false",
+    ),
+    "patch-bytes-a-float": (
+        _set("patch.bytes", 1.5),
+        "predicate field patch.bytes is a number (1.5); expected an integer",
+    ),
+    "policy-findings-missing": (
+        _set("policy.findings", DROP),
+        "predicate field policy.findings is missing; expected a list of findings",
+    ),
+    "reason-message-null": (
+        _set("reasons", [{"code": "check-failed", "message": None}]),
+        "predicate field reasons[0].message is null; expected a string",
+    ),
+    "trigger-kind-unknown": (
+        _set("trigger.kind", "push"),
+        "predicate field trigger.kind is a string ('push'); expected one of pull_request",
+    ),
+    "journal-events-an-object": (
+        _set("journal.events", {}),
+        "predicate field journal.events is an object; expected a list of objects",
+    ),
+    "test-runs-a-list": (
+        _set("checks[0].tests", {"differential": "trusted", "ran": True, "runs": []}),
+        "predicate field checks[0].tests.runs is an empty list; expected an object whose "
+        "values are each an object whose values are each an integer",
+    ),
+    "durations-a-string-value": (
+        _set("checks[0].durations", {"tests/test_calc.py::test_add": "0.25"}),
+        "predicate field checks[0].durations['tests/test_calc.py::test_add'] is a string "
+        "('0.25'); expected a number",
+    ),
+    "shard-index-a-string": (
+        _set("shard", {"index": "1", "count": 2, "split_sha256": "0" * 64, "verdict": "PROVEN"}),
+        "predicate field shard.index is a string ('1'); expected an integer",
+    ),
+}
+
+
+def _signed_shape(tmp_path: Path, mutate: Callable[[JsonDict], None]) -> Path:
+    p = sample.predicate()
+    mutate(p)
+    return write_receipt(tmp_path, predicate=p)
+
+
+@pytest.mark.parametrize(("mutate", "why"), WRONG_SHAPES.values(), ids=WRONG_SHAPES.keys())
+def test_a_trusted_signature_over_a_predicate_of_the_wrong_shape_does_not_verify(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    mutate: Callable[[JsonDict], None],
+    why: str,
+) -> None:
+    """The signature holds; the predicate is not what SPEC §4 documents: `verify` and
+    `show --key` refuse it (1), naming the field and what was expected."""
+    r = _signed_shape(tmp_path, mutate)
+    assert verify(r) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"proofgate: verify failed: {why}"), line
+    assert main(["show", str(r), "--key", PUB]) == 1
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert f"proofgate: cannot show {r}: it did not verify: {why}" in out.err
+
+
+def test_the_documented_shape_itself_verifies(tmp_path: Path) -> None:
+    """The control: the same receipt unmutated, and every signed asset receipt."""
+    assert verify(_signed_shape(tmp_path, lambda p: None)) == 0
+    for name in ("proven.json", "failed.json"):
+        assert verify(ASSETS / "receipts" / name) == 0
