@@ -30,10 +30,12 @@ comparison (`normalise`), each side with its own values:
   (`NAME-VERSION.dist-info`, `NAME.egg-info`, found by its `direct_url.json` naming
   `file:///workspace`, or under `/workspace`), of its editable hook (`__editable__.NAME-
   VERSION.pth`, `__editable___NAME_VERSION_finder.py`) and of the build outputs under
-  `/workspace` (a generated `_version.py`); of that metadata, the description body of
-  `METADATA`/`PKG-INFO` (the README), the hashes of `RECORD` (each file it lists is
-  compared itself) and `SOURCES.txt` (the tree's file list) are left out. Everything else
-  in those files, `entry_points.txt` included, is compared byte for byte;
+  `/workspace` (a generated `_version.py`); of that metadata, `METADATA`/`PKG-INFO` but
+  for the project's name (every field is written from the committed `pyproject.toml` or
+  `setup.cfg`, the change's code that the policy judges, and nothing executes it), the
+  hashes of `RECORD` (each file it lists is compared itself) and `SOURCES.txt` (the
+  tree's file list) are left out. Everything else in those files, `entry_points.txt`
+  (what loads plugins) included, is compared byte for byte;
 - a file setup or build wrote outside the tree that is a byte-for-byte copy of a
   committed file of the run's own tree (a non-editable install, setuptools' `build/lib`)
   is that committed file: the change's code, judged as the tree is;
@@ -199,8 +201,11 @@ def normalise_bytes(path: str, data: bytes, project: Project | None) -> bytes:
     name = posixpath.basename(path)
     if path.startswith(project.metadata + "/"):
         if name in ("METADATA", "PKG-INFO"):
-            head = data.split(b"\n\n", 1)[0]  # the headers; the body is the description
-            lines = [ln for ln in head.split(b"\n") if not ln.lower().startswith(b"description:")]
+            # every field is written from the committed pyproject.toml / setup.cfg (the
+            # change's code, which the policy judges) and nothing executes it: which
+            # project it describes is what counts
+            head = data.split(b"\n\n", 1)[0]
+            lines = [ln for ln in head.split(b"\n") if ln.startswith((b"Name:", b"Version:"))]
             data = b"\n".join(lines)
         elif name == "RECORD":
             rows = sorted({ln.split(b",", 1)[0] for ln in data.split(b"\n") if ln.strip()})
