@@ -180,3 +180,23 @@ def test_an_incomplete_record_is_a_change() -> None:
 )
 def test_only_what_no_test_container_sees_is_left_out(path: str, seen: bool) -> None:
     assert env.volatile(path) is not seen
+
+
+def test_a_licence_the_metadata_carries_is_the_committed_file() -> None:
+    """A licence renamed in the tree (LICENSE.rst -> LICENSE.txt) moves the copy the
+    install puts in the metadata and its line in RECORD: both are the tree's."""
+    info = f"{SITE}/calc-1.0.dist-info"
+    url = _file(f"{info}/direct_url.json", '{"url": "file:///workspace"}')
+    old = _file(f"{info}/licenses/LICENSE.rst", "BSD\n")
+    new = _file(f"{info}/licenses/LICENSE.txt", "BSD\n")
+    base = env.normalise(
+        [url, old, _file(f"{info}/RECORD", "calc-1.0.dist-info/licenses/LICENSE.rst,,\n")],
+        {("LICENSE.rst", old.sha256 or "")},
+        complete=True,
+    )
+    judged = env.normalise(
+        [url, new, _file(f"{info}/RECORD", "calc-1.0.dist-info/licenses/LICENSE.txt,,\n")],
+        {("LICENSE.txt", new.sha256 or "")},
+        complete=True,
+    )
+    assert env.new_in(judged, base) == ()
