@@ -30,10 +30,13 @@ comparison (`normalise`), each side with its own values:
   (`NAME-VERSION.dist-info`, `NAME.egg-info`, found by its `direct_url.json` naming
   `file:///workspace`, or under `/workspace`), of its editable hook (`__editable__.NAME-
   VERSION.pth`, `__editable___NAME_VERSION_finder.py`) and of the build outputs under
-  `/workspace` (a generated `_version.py`); of that metadata, the description body of
-  `METADATA`/`PKG-INFO` (the README), the hashes of `RECORD` (each file it lists is
-  compared itself) and `SOURCES.txt` (the tree's file list) are left out. Everything else
-  in those files, `entry_points.txt` included, is compared byte for byte;
+  `/workspace` (a generated `_version.py`); of that metadata, `METADATA`/`PKG-INFO` but
+  for the project's name (every field is written from the committed `pyproject.toml` or
+  `setup.cfg`, the change's code that the policy judges, and nothing executes it),
+  `RECORD` (the list of what the install wrote: each file is compared itself),
+  `SOURCES.txt` (the tree's file list) and copies of committed files it carries (a
+  licence) are left out. Everything else in those files, `entry_points.txt` (what loads
+  plugins) included, is compared byte for byte;
 - a file setup or build wrote outside the tree that is a byte-for-byte copy of a
   committed file of the run's own tree (a non-editable install, setuptools' `build/lib`)
   is that committed file: the change's code, judged as the tree is;
@@ -199,14 +202,14 @@ def normalise_bytes(path: str, data: bytes, project: Project | None) -> bytes:
     name = posixpath.basename(path)
     if path.startswith(project.metadata + "/"):
         if name in ("METADATA", "PKG-INFO"):
-            head = data.split(b"\n\n", 1)[0]  # the headers; the body is the description
-            lines = [ln for ln in head.split(b"\n") if not ln.lower().startswith(b"description:")]
+            # every field is written from the committed pyproject.toml / setup.cfg (the
+            # change's code, which the policy judges) and nothing executes it: which
+            # project it describes is what counts
+            head = data.split(b"\n\n", 1)[0]
+            lines = [ln for ln in head.split(b"\n") if ln.startswith((b"Name:", b"Version:"))]
             data = b"\n".join(lines)
-        elif name == "RECORD":
-            rows = sorted({ln.split(b",", 1)[0] for ln in data.split(b"\n") if ln.strip()})
-            data = b"\n".join(rows)
-        elif name == "SOURCES.txt":
-            return b""
+        elif name in ("RECORD", "SOURCES.txt"):
+            return b""  # lists of what was written (each compared itself) and of the tree
     text = data.decode("utf-8", "surrogateescape")
     return _replace_version(text, project).encode("utf-8", "surrogateescape")
 
@@ -227,6 +230,8 @@ def normalise(
     for e in rows[:MAX_RECORDED]:
         norm = e.sha256
         if e.type in ("file", "exec") and (posixpath.basename(e.path), e.sha256) in committed:
+            if project is not None and e.path.startswith(project.metadata + "/"):
+                continue  # a committed file the metadata carries (a licence): the tree's
             norm = TREE_COPY
         elif e.data is not None and e.type in ("file", "exec"):
             norm = hashlib.sha256(normalise_bytes(e.path, e.data, project)).hexdigest()

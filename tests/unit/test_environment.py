@@ -85,22 +85,27 @@ def test_what_the_normalisation_leaves_is_compared_byte_for_byte(
         assert fresh[0].path.endswith("finder.py" if what == "finder" else "entry_points.txt")
 
 
-def test_a_dependency_added_in_the_metadata_headers_is_a_change() -> None:
+def test_the_projects_metadata_fields_are_put_aside_but_its_name() -> None:
+    """Fields written from the committed pyproject.toml (a dependency, the Python it
+    needs, its authors) are the change's code, judged by the policy; another project's
+    name in the metadata is not the project."""
     judged = _editable("1.0")
+    info = f"{SITE}/calc-1.0.dist-info"
+    url = '{"dir_info": {"editable": true}, "url": "file:///workspace"}'
+    fields = METADATA.replace("attrs", "attrs\nRequires-Dist: six\nRequires-Python: >=3.9")
     rows = [
-        _file(
-            f"{SITE}/calc-1.0.dist-info/METADATA",
-            METADATA.replace("attrs", "attrs\nRequires-Dist: six").format(v="1.0", readme="x"),
-        ),
-        _file(
-            f"{SITE}/calc-1.0.dist-info/direct_url.json",
-            '{"dir_info": {"editable": true}, "url": "file:///workspace"}',
-        ),
+        _file(f"{info}/METADATA", fields.format(v="1.0", readme="x")),
+        _file(f"{info}/direct_url.json", url),
     ]
-    assert [
-        c.path.rsplit("/", 1)[-1]
-        for c in env.new_in(env.normalise(rows, set(), complete=True), judged)
-    ] == ["METADATA"]
+    assert env.new_in(env.normalise(rows, set(), complete=True), judged) == ()
+    other = [
+        _file(
+            f"{info}/METADATA",
+            METADATA.replace("Name: calc", "Name: calc2").format(v="1.0", readme="x"),
+        )
+    ]
+    got = env.new_in(env.normalise([*other, rows[1]], set(), complete=True), judged)
+    assert [c.path.rsplit("/", 1)[-1] for c in got] == ["METADATA"]
 
 
 def test_the_version_is_put_aside_only_in_the_projects_own_artefacts() -> None:
@@ -175,3 +180,23 @@ def test_an_incomplete_record_is_a_change() -> None:
 )
 def test_only_what_no_test_container_sees_is_left_out(path: str, seen: bool) -> None:
     assert env.volatile(path) is not seen
+
+
+def test_a_licence_the_metadata_carries_is_the_committed_file() -> None:
+    """A licence renamed in the tree (LICENSE.rst -> LICENSE.txt) moves the copy the
+    install puts in the metadata and its line in RECORD: both are the tree's."""
+    info = f"{SITE}/calc-1.0.dist-info"
+    url = _file(f"{info}/direct_url.json", '{"url": "file:///workspace"}')
+    old = _file(f"{info}/licenses/LICENSE.rst", "BSD\n")
+    new = _file(f"{info}/licenses/LICENSE.txt", "BSD\n")
+    base = env.normalise(
+        [url, old, _file(f"{info}/RECORD", "calc-1.0.dist-info/licenses/LICENSE.rst,,\n")],
+        {("LICENSE.rst", old.sha256 or "")},
+        complete=True,
+    )
+    judged = env.normalise(
+        [url, new, _file(f"{info}/RECORD", "calc-1.0.dist-info/licenses/LICENSE.txt,,\n")],
+        {("LICENSE.txt", new.sha256 or "")},
+        complete=True,
+    )
+    assert env.new_in(judged, base) == ()
