@@ -781,6 +781,16 @@ class EnvRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class BaseReceipt:
+    """A receipt offered for the base's outcomes (SPEC §3.1, `prove --base-receipt`):
+    its predicate once its signature verified with a trusted key, or why it did not."""
+
+    digest: str  # SHA-256 of the envelope's bytes
+    predicate: Mapping[str, object] | None = None
+    refused: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CheckResult:
     """What one check did in its own fresh container.
 

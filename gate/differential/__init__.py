@@ -127,6 +127,10 @@ class DifferentialReport:
     inputs_changed: tuple[str, ...] = ()
     inputs_failed: tuple[str, ...] = ()
     plugins_loaded: tuple[str, ...] = ()  # plugins the judging run loaded, the base's did not
+    # the head run as the next proof's base run (gate/differential/asbase.py), and why a
+    # base receipt offered gave no base run
+    as_base: JsonDict | None = None
+    base_receipt_refused: str | None = None
     reasons: tuple[Reason, ...] = field(default=())
 
     def to_dict(self) -> JsonDict:
@@ -142,6 +146,8 @@ class DifferentialReport:
             if r.cached or r.problem
         }
         d["reused"] = {r.name: r.reused_from for r in self.runs if r.reused_from}
+        if self.base_receipt_refused is not None:
+            d["base_receipt_refused"] = self.base_receipt_refused
         d["proving_basis"] = self.proving_basis
         digests: JsonDict = {}
         for key, items in (
@@ -160,6 +166,8 @@ class DifferentialReport:
             d["tampered"] = list(self.tampered[:MAX_LISTED])
         if self.environment_changed:
             d["environment_changed"] = [c.to_dict() for c in self.environment_changed[:MAX_LISTED]]
+        if self.as_base is not None:
+            d["as_base"] = self.as_base
         if self.plugins_loaded:
             d["plugins_loaded"] = list(self.plugins_loaded[:MAX_LISTED])
             digests["plugins_loaded"] = {

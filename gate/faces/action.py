@@ -53,7 +53,7 @@ from gate.github.workflow import (
     report_to_job,
     set_outputs,
 )
-from gate.model import JsonDict, Verdict
+from gate.model import BaseReceipt, JsonDict, Verdict
 from gate.receipt import render
 from gate.receipt.predicate import Builder
 from gate.receipt.verify import branch_ref
@@ -328,6 +328,7 @@ def run_prove(
                 signing_key_pem=inputs.signing_key,
                 trigger=target.trigger,
                 builder=inputs.builder,
+                base_receipt=base_receipt(api, inputs, base),
             )
             with GitRepository(private, name=inputs.repository) as evidence:
                 run = prove(
@@ -376,6 +377,36 @@ def run_prove(
     if run.verdict is Verdict.PROVEN or not inputs.fail_on_unproven:
         return 0
     return 1
+
+
+def base_receipt(api: ChecksAPI, inputs: ActionInputs, base: str) -> BaseReceipt | None:
+    """SPEC §3.1: the receipt on the base commit's check runs (the merge queue's proof of
+    it, or a re-proof), verified with the public half of this workflow's signing key: the
+    base's outcomes come from it instead of a run of the base's tests. None when there is
+    none, no key, or the API cannot tell; a receipt that does not verify is named in the
+    receipt (gate/proof/runs.py) and the base's tests run."""
+    from gate import receipt
+
+    if inputs.signing_key is None:
+        return None
+    try:
+        keys = [receipt.load_private_key(inputs.signing_key, source="signing-key").public_key()]
+        envelopes = api.receipts_for_commit(base)
+    except (GateError, receipt.ReceiptError) as e:
+        log.warning("no base receipt: %s", e)
+        return None
+    refused: BaseReceipt | None = None
+    for envelope in envelopes:
+        digest = hashlib.sha256(envelope).hexdigest()
+        try:
+            verified = receipt.verify(envelope, receipt.Signed(keys))
+        except receipt.ReceiptError as e:
+            refused = refused or BaseReceipt(digest=digest, refused=str(e))
+            continue
+        raw = verified.statement.get("predicate")
+        if isinstance(raw, dict) and raw.get("proven_tree"):
+            return BaseReceipt(digest=digest, predicate=raw)
+    return refused
 
 
 # --- shards (SPEC §3.3) ----------------------------------------------------------------

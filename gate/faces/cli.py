@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Literal
 
 from gate.errors import GateError, UsageError
 from gate.faces.parser import ENV_SIGNING_KEY, EXIT_USAGE, build_parser
-from gate.model import JsonDict, Trigger, TriggerKind, Verdict
+from gate.model import BaseReceipt, JsonDict, Trigger, TriggerKind, Verdict
 from gate.util.bounded import FileTooLarge, read_bounded, sha256_bounded
 
 if TYPE_CHECKING:
@@ -238,6 +238,7 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
             run_checks=run_checks,
             shard=_shard_arg(args),
             balance=_balance_arg(args),
+            base_receipt=_base_receipt_arg(args),
             # SPEC §4: a local run; base_ref only when --base names a local branch
             trigger=Trigger(kind=TriggerKind.LOCAL, base_ref=evidence.local_branch(base)),
         )
@@ -324,6 +325,36 @@ def _balance_arg(args: argparse.Namespace) -> dict[str, dict[str, float]] | None
     from gate.proof.shard import recorded_durations
 
     return recorded_durations(verified.predicate.to_dict())
+
+
+def _base_receipt_arg(args: argparse.Namespace) -> BaseReceipt | None:
+    """SPEC §3.1: the receipt of the base tree's own proof, verified with --base-key. One
+    that does not verify is not an error: the proof says why and runs the base's tests,
+    as it would without it."""
+    import hashlib
+
+    from gate import receipt
+
+    path = getattr(args, "base_receipt", None)
+    if path is None:
+        if getattr(args, "base_key", None):
+            raise UsageError("--base-key only means something with --base-receipt")
+        return None
+    if not args.base_key:
+        raise UsageError("--base-receipt needs --base-key PUB: only a verified receipt counts")
+    keys = [
+        receipt.load_public_key(_read(p, "--base-key", "key"), source=str(p))
+        for p in args.base_key
+    ]
+    envelope = _read(path, "--base-receipt", "receipt")
+    digest = hashlib.sha256(envelope).hexdigest()
+    try:
+        verified = receipt.verify(envelope, receipt.Signed(keys))
+    except receipt.ReceiptError as e:
+        log.warning("--base-receipt %s does not verify (%s): the base's tests run", path, e)
+        return BaseReceipt(digest=digest, refused=str(e))
+    raw = verified.statement.get("predicate")
+    return BaseReceipt(digest=digest, predicate=raw if isinstance(raw, dict) else None)
 
 
 def _cmd_aggregate(args: argparse.Namespace) -> int:

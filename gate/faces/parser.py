@@ -124,6 +124,22 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PUB",
         help="a public key trusted to have signed the --balance-from receipt (repeatable)",
     )
+    p.add_argument(
+        "--base-receipt",
+        type=Path,
+        metavar="FILE",
+        help="a receipt of the base tree's own proof (the merge queue's, say): the base's "
+        "test outcomes come from it instead of a run of the base's tests, when it verifies "
+        "with a --base-key and was proven with the same check, image and configuration",
+    )
+    p.add_argument(
+        "--base-key",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PUB",
+        help="a public key trusted to have signed the --base-receipt receipt (repeatable)",
+    )
 
     p = sub.add_parser(
         "aggregate",

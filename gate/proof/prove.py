@@ -41,6 +41,7 @@ from gate.git.interface import (
 )
 from gate.model import (
     Approval,
+    BaseReceipt,
     CheckResult,
     CheckSpec,
     Config,
@@ -103,6 +104,8 @@ class ProveRequest:
     shard: ShardSpec | None = None  # SPEC §3.3: prove only this shard's share of the tests
     # recorded seconds per test file, per check (from a verified receipt): balances the split
     balance: Mapping[str, Mapping[str, float]] | None = None
+    # SPEC §3.1: a receipt of the base tree's own proof, for the base's outcomes
+    base_receipt: BaseReceipt | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -488,7 +491,7 @@ def prove(
     policy_result = _apply_policy(evidence, captured, configured, tags, request.config_path)
     asked = _ask_on_hold(approver, captured, policy_result)
     plan = _plan_runs(request, evidence, captured, configured, policy_result)
-    ran = _run(evidence, sandbox, captured, configured, plan, request.proof_id)
+    ran = _run(evidence, sandbox, captured, configured, plan, request)
     asked = _ask_after_runs(approver, captured, policy_result, plan, ran, asked)
     judged = _judge(captured, configured, plan, policy_result, asked, ran)
     return _sign_receipt(
@@ -664,7 +667,7 @@ def _run(
     captured: _Captured,
     configured: _Configured,
     plan: _Plan,
-    proof_id: str,
+    request: ProveRequest,
 ) -> _Ran:
     """The checks, each in a fresh container, beside the differential's runs (SPEC §3.1);
     one sandbox for all of them, and whatever still carries the proof's id is removed
@@ -676,9 +679,10 @@ def _run(
     config, ev, journal = plan.config, captured.ev, captured.journal
     forged = _forged_reports(config, ev, evidence)
     made: list[Sandbox] = []
+    base_receipt = request.base_receipt
 
     def make() -> Sandbox:
-        made[:] = [sandbox(proof_id)]
+        made[:] = [sandbox(request.proof_id)]
         return made[0]
 
     factory = _shared(make)  # one sandbox for the checks and every differential run
@@ -691,6 +695,7 @@ def _run(
             journal,
             config_digest=configured.source.blob if configured.source is not None else "",
             cache=differential_runs.cache_dir(),
+            base_receipt=base_receipt,
         )
         try:
             room = _run_checks(config, ev, evidence, factory, journal)

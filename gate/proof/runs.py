@@ -29,6 +29,7 @@ from gate.differential import (
     TRUSTED,
     DifferentialReport,
     Run,
+    asbase,
     pytestconfig,
 )
 from gate.differential import inputs as test_inputs
@@ -41,6 +42,7 @@ from gate.git.interface import (
     clean_room_mtime,
 )
 from gate.model import (
+    BaseReceipt,
     CheckResult,
     CheckSpec,
     Config,
@@ -135,16 +137,23 @@ def _failed(result: CheckResult) -> list[str]:
 # -- the local cache of base runs --------------------------------------------------------
 
 
-def _cache_key(spec: CheckSpec, base_tree: TreeId, image: ImageRef, config_digest: str) -> str:
-    material = {
-        "v": CACHE_VERSION,
-        "base_tree": base_tree,
-        "check": repr(spec),  # its commands, limits and environment variables
+def _run_material(spec: CheckSpec, image: ImageRef, config_digest: str) -> dict[str, object]:
+    """What makes two runs of one tree the same run."""
+    return {
+        "check": repr(dataclasses.replace(spec, pytest_config=None)),  # commands, limits, env
         "image": image.digest,
         "config": config_digest,
         # what every test command gets besides (the witness and the pytest options)
         "test_environment": witness_env.test_environment({}, None, differential=True),
         "witness": witness_env.plugin_digest(),
+    }
+
+
+def _cache_key(spec: CheckSpec, base_tree: TreeId, image: ImageRef, config_digest: str) -> str:
+    material = {
+        "v": CACHE_VERSION,
+        "base_tree": base_tree,
+        **_run_material(spec, image, config_digest),
     }
     return hashlib.sha256(canonical_json(material)).hexdigest()
 
@@ -224,6 +233,9 @@ class _Plan:
     jobs: dict[str, _Job]
     cached_base: Run | None = None
     cache_entry: str | None = None  # the base-run cache entry the base run comes from
+    reused_from: str | None = None  # where `cached_base` comes from, in words
+    receipt_refused: str | None = None  # why a base receipt offered gave no base run
+    reuse_key: str = ""  # of this proof's runs (asbase.reuse_key): its head run's `as_base`
     note: str | None = None
     # run -> the run of the very same tree whose outcomes it reuses (no second container)
     same_as: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -339,9 +351,7 @@ class Pending:
             )
             runs[name] = run
         if plan.cached_base is not None:
-            runs[BASE] = dataclasses.replace(
-                plan.cached_base, reused_from=f"base-run cache entry {plan.cache_entry}"
-            )
+            runs[BASE] = dataclasses.replace(plan.cached_base, reused_from=plan.reused_from)
         if plan.note is not None:
             return differential.could_not_run(spec.name, spec.differential, plan.note)
         base = runs[BASE]
@@ -392,6 +402,13 @@ class Pending:
             report = dataclasses.replace(
                 report, environment_changed=changed_env, reasons=(*report.reasons, env_reason)
             )
+        # the head run, as the base run of its tree for the next proof (SPEC §3.1)
+        whole = spec.shard is None  # a shard's run is only its share: no base run
+        report = dataclasses.replace(
+            report,
+            as_base=asbase.to_dict(head_run, key=plan.reuse_key) if whole else None,
+            base_receipt_refused=plan.receipt_refused,
+        )
         foreign = differential.foreign_code(spec.name, runs[TRUSTED])
         if foreign is not None:
             report = dataclasses.replace(report, reasons=(*report.reasons, foreign))
@@ -474,8 +491,11 @@ def start(
     *,
     config_digest: str,
     cache: Path | None,
+    base_receipt: BaseReceipt | None = None,
 ) -> Pending:
-    """Plan every check's differential and start what may run beside the head runs.
+    """Plan every check's differential and start what may run beside the head runs. The
+    base run of a check comes from the local cache, or from `base_receipt` (a receipt
+    of the base tree's own proof, SPEC §3.1), or runs.
 
     Never raises for the clean room's own failures: they become notes and run problems.
     """
@@ -496,8 +516,10 @@ def start(
             skipped.append(differential.not_run(spec.name, DifferentialMode.OFF, why))
             continue
         slots = min(slots, max(1, cores // max(1, math.ceil(spec.limits.cpus))))
-        plans.append(_plan(spec, ev, source, image, config_digest, cache))
+        plans.append(_plan(spec, ev, source, image, config_digest, cache, base_receipt))
     for plan in plans:
+        if plan.receipt_refused is not None:
+            journal.append("base-receipt-refused", check=plan.spec.name, why=plan.receipt_refused)
         journal.append(
             "differential-planned",
             check=plan.spec.name,
@@ -511,6 +533,24 @@ def start(
     pending = Pending(plans, ev, source, sandbox, image, journal, max(1, slots - 1), parallel)
     pending.skipped = tuple(skipped)
     return pending
+
+
+def _from_receipt(plan: _Plan, offered: BaseReceipt, base_tree: TreeId) -> None:
+    """The base run of the plan's check from a receipt of the base tree's proof, or why
+    not (SPEC §3.1; gate/differential/asbase.py): the base's tests then run."""
+    if offered.predicate is None:
+        plan.receipt_refused = (
+            f"the base receipt {offered.digest[:16]} does not verify: {offered.refused}"
+        )
+        return
+    got = asbase.from_dict(
+        offered.predicate, plan.spec.name, key=plan.reuse_key, base_tree=base_tree
+    )
+    if isinstance(got, str):
+        plan.receipt_refused = f"the base receipt {offered.digest[:16]} gives no base run: {got}"
+        return
+    plan.cached_base = got
+    plan.reused_from = f"base receipt sha256:{offered.digest}"
 
 
 def _tar(source: EvidenceSource, tree: TreeId) -> bytes:
@@ -575,6 +615,7 @@ def _plan(
     image: ImageRef | None,
     config_digest: str,
     cache: Path | None,
+    base_receipt: BaseReceipt | None = None,
 ) -> _Plan:
     assert ev.proven_tree is not None  # noqa: S101
     is_test = differential.test_files(spec)
@@ -583,11 +624,15 @@ def _plan(
     if image is None:
         plan.note = "the clean-room image did not resolve"
         return plan
+    plan.reuse_key = asbase.reuse_key(_run_material(spec, image, config_digest))
     entry: Path | None = None
     if cache is not None:
         entry = cache / f"{_cache_key(spec, ev.base.tree, image, config_digest)}.json"
         plan.cached_base = _cache_read(entry)
         plan.cache_entry = entry.stem
+        plan.reused_from = f"base-run cache entry {entry.stem}"
+    if plan.cached_base is None and base_receipt is not None:
+        _from_receipt(plan, base_receipt, ev.base.tree)
     try:
         # SPEC §3.2: what the base's tests may read comes from the base, by construction
         # (gate/differential/inputs.py); what a cached base run was seen reading adds

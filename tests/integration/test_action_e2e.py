@@ -930,3 +930,34 @@ def test_workflow_run_for_a_sha_no_pull_request_has_is_refused(
     assert result.code == 2
     assert f"no open pull request has head {'f' * 40}" in result.stderr
     assert standin.check_runs() == []
+
+
+def test_a_pull_request_takes_its_base_outcomes_from_the_base_commits_receipt(
+    action_image: str, standin: GitHubStandIn, origin: Origin, tmp_path: Path
+) -> None:
+    """SPEC §3.1: on a fresh runner, the receipt on the base commit's check runs (here a
+    re-proof of main's tip; in a merge queue, the queue's proof of it) gives the base's
+    outcomes, verified with the workflow's own key: the base's tests do not run again,
+    and the verdict is the one without it."""
+    event: dict[str, object] = {"inputs": {"pull-request": origin.main}}
+    first = run_action(
+        action_image,
+        standin,
+        origin,
+        tmp_path / "main",
+        "workflow_dispatch",
+        event,
+        PROOFGATE_PULL_REQUEST=origin.main,
+    )
+    assert first.code == 0, first.stderr
+    add_pull(standin, origin, 1)
+    result = run_action(
+        action_image, standin, origin, tmp_path / "pr", "pull_request", pr_event(origin, 1)
+    )
+    assert result.code == 0, result.stderr
+    tests = predicate_of(result)["checks"][0]["tests"]  # type: ignore[index]
+    assert str(tests["reused"]["base"]).startswith("base receipt sha256:"), tests
+    events = predicate_of(result)["journal"]["events"]  # type: ignore[index]
+    assert not [
+        e for e in events if e["data"].get("run") == "base" and e["kind"] == "command-started"
+    ]
