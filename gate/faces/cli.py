@@ -343,8 +343,7 @@ def _base_receipt_arg(args: argparse.Namespace) -> BaseReceipt | None:
     if not args.base_key:
         raise UsageError("--base-receipt needs --base-key PUB: only a verified receipt counts")
     keys = [
-        receipt.load_public_key(_read(p, "--base-key", "key"), source=str(p))
-        for p in args.base_key
+        receipt.load_public_key(_read(p, "--base-key", "key"), source=str(p)) for p in args.base_key
     ]
     envelope = _read(path, "--base-receipt", "receipt")
     digest = hashlib.sha256(envelope).hexdigest()
