@@ -1,7 +1,7 @@
 """Whole processes as a user runs them: `proofgate prove` / `proofgate policy` against the peer.
 
     python -m benchmarks.cli_process --clone DIR [--wheels DIR] [--runs 5] [--rev HEAD]
-        [--scenarios true,policy,junit-cached,junit-uncached] [--name NAME]
+        [--scenarios true,policy,junit-cached,junit-uncached,junit-receipt] [--name NAME]
         [--test CMD] [--build CMD] [--record FILE]
     python -m benchmarks.cli_process --table FILE...   # the docs table from records
 
@@ -27,7 +27,9 @@ Scenarios, all of REV's first-parent change (base REV^, head REV):
   of the clean-room image plus `--wheels`; the peer runs build && test once.
   `cached`: the base run's outcomes come from the base-run cache (as for every proof
   after the first on the same base); `uncached`: the base-run cache is emptied before
-  each proof, so the base's tests run too.
+  each proof, so the base's tests run too (a fresh CI runner); `receipt`: the cache is
+  emptied as well, and the base's outcomes come from the receipt of the base commit's
+  own proof (`--base-receipt`, made once, untimed, as the merge queue would have).
 
 The proofgate process signs its receipt (a key made once by `proofgate keygen`) and
 writes it with `--out`, as a user would. A run whose verdict is not PROVEN is reported.
@@ -50,7 +52,7 @@ from pathlib import Path
 from benchmarks.realworld import DEFAULT_BUILD, DEFAULT_IMAGE, build_image
 
 ROOT = Path(__file__).resolve().parent.parent
-SCENARIOS = ("true", "policy", "junit-cached", "junit-uncached")
+SCENARIOS = ("true", "policy", "junit-cached", "junit-uncached", "junit-receipt")
 DEFAULT_TEST = "python3 -m pytest -q -p no:cacheprovider tests"
 REPORT = "reports/junit.xml"
 
@@ -93,12 +95,21 @@ class Bench:
         )
         self.key = tmp / "keys" / "proofgate.key"
 
-    def proofgate(self, command: str, config: Path) -> tuple[float, float, str]:
+    def proofgate(
+        self,
+        command: str,
+        config: Path,
+        *extra: str,
+        base: str | None = None,
+        head: str | None = None,
+        out: Path | None = None,
+    ) -> tuple[float, float, str]:
         """(wall s, CPU s, verdict or policy decision) of one `python -m gate` process."""
-        out = self.tmp / "out"
+        out = out or self.tmp / "out"
         shutil.rmtree(out, ignore_errors=True)
         argv = [sys.executable, "-m", "gate", command, "--repo", str(self.clone)]
-        argv += ["--base", self.base, "--head", self.head, "--config", str(config), "--json"]
+        argv += ["--base", base or self.base, "--head", head or self.head]
+        argv += ["--config", str(config), "--json", *extra]
         if command == "prove":
             argv += ["--key", str(self.key), "--out", str(out)]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -159,10 +170,18 @@ def measure(
     peer_cmd = f"{build} && {test}" if build else test
     command = "policy" if scenario == "policy" else "prove"
 
+    extra: tuple[str, ...] = ()
+    if scenario == "junit-receipt":  # the base commit's own proof, made once, untimed
+        made = bench.tmp / "base-receipt"
+        bench.drop_base_runs()
+        bench.proofgate("prove", config, base=f"{bench.base}^", head=bench.base, out=made)
+        pub = bench.tmp / "keys" / "proofgate.pub"
+        extra = ("--base-receipt", str(made / "receipt.json"), "--base-key", str(pub))
+
     def ours() -> tuple[float, float, str]:
-        if scenario == "junit-uncached":
-            bench.drop_base_runs()
-        return bench.proofgate(command, config)
+        if scenario in ("junit-uncached", "junit-receipt"):
+            bench.drop_base_runs()  # a fresh runner: no base-run cache
+        return bench.proofgate(command, config, *extra)
 
     def theirs() -> tuple[float, int]:
         return bench.interpreter() if scenario == "policy" else bench.peer(image, peer_cmd)
@@ -212,6 +231,7 @@ def _row(name: str, s: dict[str, object]) -> str:
         "policy": "`policy` (vs `python -c pass`)",
         "junit-cached": "`prove` with `junit`, base run cached",
         "junit-uncached": "`prove` with `junit`, base run not cached",
+        "junit-receipt": "`prove` with `junit`, no cache, base receipt",
     }[str(s["scenario"])]
     return (
         f"| {name} | {what} | {s['runs']} | {s['proofgate_median_s']:.2f} s "

@@ -10,7 +10,8 @@ workdir `/workspace`, copied into proofgate's read-only volume and passed with `
 `--rootdir /workspace` (gate/witness/host.py `test_environment`): the same options
 in every run it compares, whatever the change does to those files. The head run is the
 check as configured: the change's tests with the change's configuration (SPEC §3.1,
-"do the change's own tests pass?").
+"do the change's own tests pass?"), with its own effective file passed the same way:
+every run of a differential gets the same options (SPEC §3.2).
 
 pytest's rule, for the directory `/workspace` (the first file that matches wins): the
 `pytest.toml`, `.pytest.toml` (pytest 9), `pytest.ini` and `.pytest.ini` files, whatever
@@ -20,20 +21,22 @@ they hold; `pyproject.toml` with a `[tool.pytest.ini_options]` (or pytest 9's
 none the change adds. A file that does not parse is taken as it is (pytest then fails the
 same way in every run).
 
-Edges, written down (docs/differential.md): options pytest resolves against the config
-file's directory (`pythonpath`, a `confcutdir` left unset) resolve against the volume's
-copy, not `/workspace`; a configuration pytest would find above a command's own test
-paths (`pytest sub/` with `sub/pytest.ini`) is not the one used; a test command that
-passes `-c` itself overrides this.
+Edges, written down (docs/differential.md): `pythonpath`, which pytest resolves against
+the configuration file's directory, is given again with `-o` as absolute paths under
+`/workspace` (`pythonpath`); a `confcutdir` left unset resolves against the volume's
+copy; a configuration pytest would find above a command's own test paths (`pytest sub/`
+with `sub/pytest.ini`) is not the one used; a test command that passes `-c` itself
+overrides this.
 """
 
 from __future__ import annotations
 
 import configparser
+import posixpath
 import tomllib
 from collections.abc import Mapping
 
-from gate.differential.paths import CONFIG_DIR
+from gate.differential.paths import CONFIG_DIR, WORKSPACE
 
 __all__ = [
     "CANDIDATES",
@@ -42,6 +45,7 @@ __all__ = [
     "effective",
     "path_in_volume",
     "python_files",
+    "pythonpath",
 ]
 
 CANDIDATES = (
@@ -90,11 +94,9 @@ def path_in_volume(name: str) -> str:
     return f"{CONFIG_DIR}/{name}"
 
 
-def python_files(name: str, data: bytes) -> tuple[str, ...]:
-    """The `python_files` patterns of an `effective` configuration: the files pytest
-    collects tests from (SPEC §3.3, a shard's share is a share of what it collects).
-    pytest's default when the file sets none or does not parse."""
-    raw: object = None
+def _option(name: str, data: bytes, key: str) -> object:
+    """The raw value of an ini option in an `effective` configuration (None: not set, or
+    the file does not parse)."""
     try:
         text = data.decode("utf-8")
         if name.endswith(".toml"):
@@ -104,19 +106,39 @@ def python_files(name: str, data: bytes) -> tuple[str, ...]:
             elif "pytest" in tool:
                 tool = tool["pytest"]
             table = tool.get("ini_options", tool) if isinstance(tool, dict) else {}
-            raw = table.get("python_files") if isinstance(table, dict) else None
-        else:
-            ini = configparser.ConfigParser(interpolation=None, strict=False, default_section="\0")
-            ini.read_string(text)
-            section = "tool:pytest" if name == "setup.cfg" else "pytest"
-            if ini.has_option(section, "python_files"):
-                raw = ini.get(section, "python_files")
+            return table.get(key) if isinstance(table, dict) else None
+        ini = configparser.ConfigParser(interpolation=None, strict=False, default_section="\0")
+        ini.read_string(text)
+        section = "tool:pytest" if name == "setup.cfg" else "pytest"
+        return ini.get(section, key) if ini.has_option(section, key) else None
     except (ValueError, configparser.Error, AttributeError):
-        return DEFAULT_PYTHON_FILES
+        return None
+
+
+def _words(raw: object) -> tuple[str, ...]:
     if isinstance(raw, str):
-        got = tuple(raw.split())
-    elif isinstance(raw, list):
-        got = tuple(p for p in raw if isinstance(p, str) and p)
-    else:
-        got = ()
+        return tuple(raw.split())
+    if isinstance(raw, list):
+        return tuple(p for p in raw if isinstance(p, str) and p)
+    return ()
+
+
+def pythonpath(name: str, data: bytes) -> tuple[str, ...]:
+    """The `pythonpath` entries of an `effective` configuration, as pytest resolves them
+    for the file at the root of `/workspace`: absolute paths under it. pytest resolves
+    them against the configuration file's directory, which for the copy in proofgate's
+    volume is not the tree's: `-o pythonpath=...` with these restores them
+    (gate/witness/host.py)."""
+    out = []
+    for entry in _words(_option(name, data, "pythonpath")):
+        joined = entry if entry.startswith("/") else f"{WORKSPACE}/{entry}"
+        out.append(posixpath.normpath(joined))
+    return tuple(out)
+
+
+def python_files(name: str, data: bytes) -> tuple[str, ...]:
+    """The `python_files` patterns of an `effective` configuration: the files pytest
+    collects tests from (SPEC §3.3, a shard's share is a share of what it collects).
+    pytest's default when the file sets none or does not parse."""
+    got = _words(_option(name, data, "python_files"))
     return got or DEFAULT_PYTHON_FILES

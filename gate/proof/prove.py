@@ -698,7 +698,11 @@ def _run(
             base_receipt=base_receipt,
         )
         try:
-            room = _run_checks(config, ev, evidence, factory, journal)
+            tree = ev.proven_tree
+            heads = (
+                config if tree is None else differential_runs.head_checks(config, evidence, tree)
+            )
+            room = _run_checks(heads, ev, evidence, factory, journal)
             if room.interrupted:
                 pending.stop()  # the differential's runs end too
             diffs = pending.finish(room.results, dict(configured.policy.rules))  # SPEC §3.1

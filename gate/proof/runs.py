@@ -597,6 +597,28 @@ def _test_inputs(
     )
 
 
+def head_checks(config: Config, source: EvidenceSource, tree: TreeId) -> Config:
+    """SPEC §3.2: every run of a differential gets the same test options, the head run
+    included: a check with a differential runs its head with the effective pytest
+    configuration of the tree it proves, passed as the base run of that tree would get
+    it (so no code under test can tell the head run from a base run, and the head run
+    stands for the base run of its tree in the receipt, asbase.py). A tree that cannot be
+    read leaves the check as configured (its runs then say why).
+    """
+    wanted = [s for s in config.checks if differential.enabled(s)]
+    if not wanted:
+        return config
+    try:
+        own = _pytest_config(source, tree)
+    except RepoError:
+        return config
+    checks = tuple(
+        dataclasses.replace(s, pytest_config=own) if differential.enabled(s) else s
+        for s in config.checks
+    )
+    return dataclasses.replace(config, checks=checks)
+
+
 def _pytest_config(source: EvidenceSource, tree: TreeId) -> tuple[str, bytes]:
     """The pytest configuration a tree's root gives `/workspace` (differential.pytestconfig).
 

@@ -716,11 +716,10 @@ class CheckRun:
         environment = [f"PYTHONPYCACHEPREFIX={prefix}"]
         if phase is Phase.TEST:
             environment.append("PYTHONNOUSERSITE=1")
-            config = self.spec.pytest_config
             environment.extend(
                 witness.test_environment(
                     self.env,
-                    config and config[0],
+                    self.spec.pytest_config,
                     differential=differential.enabled(self.spec),
                 )
             )

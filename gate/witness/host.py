@@ -330,22 +330,32 @@ def _add_config(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 
 def test_environment(
-    env: dict[str, str], pytest_config: str | None, *, differential: bool
+    env: dict[str, str], pytest_config: tuple[str, bytes] | None, *, differential: bool
 ) -> list[str]:
     """What a test command adds to its environment (`env`: the check's and the image's).
-    With `pytest_config` (the file name in the volume's `config/`), pytest reads that
-    file and nothing of the tree as its configuration, rooted at the workspace.
+    With `pytest_config` (the file's name in the volume's `config/` and its content),
+    pytest reads that file and nothing of the tree as its configuration, rooted at the
+    workspace, its `pythonpath` given again as absolute paths under it (pytest resolves
+    them against the file's directory, which is the volume's here).
 
     With a differential, every run of it (head, base, trusted, proving) gets the same
     options (SPEC §3.2): a module of the base's tests that does not import against the
     change (or a new test module without it) costs that module's tests, not the whole
     run, as pytest would stop at a collection error otherwise.
     """
+    import shlex
+
+    from gate.differential.pytestconfig import pythonpath
+
     addopts = f"-p {MODULE}"
     if differential:
         addopts += f" {CONTINUE}"
     if pytest_config is not None:
-        addopts += f" -c {CONFIG_DIR}/{pytest_config} --rootdir {WORKSPACE}"
+        name, data = pytest_config
+        addopts += f" -c {CONFIG_DIR}/{name} --rootdir {WORKSPACE}"
+        paths = pythonpath(name, data)
+        if paths:
+            addopts += " -o " + shlex.quote("pythonpath=" + " ".join(paths))
     if env.get("PYTEST_ADDOPTS"):
         addopts += " " + env["PYTEST_ADDOPTS"]
     path = BOOT_DIR + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

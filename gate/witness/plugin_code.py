@@ -7,6 +7,8 @@ nothing of proofgate."""
 import ast
 import types
 
+from ._guard import _describe
+
 _COMPILED = {}  # filename -> module code object
 _getattr = getattr
 _isinstance = isinstance
@@ -21,17 +23,6 @@ _FunctionDef = (ast.FunctionDef, ast.AsyncFunctionDef)
 _CodeType = types.CodeType
 _FunctionType = types.FunctionType
 _vars = vars
-
-
-def _describe(obj):
-    """A stable name of a function: where its code is defined."""
-    func = _getattr(obj, "__func__", obj)
-    module = _getattr(func, "__module__", None)
-    qual = _getattr(func, "__qualname__", None)
-    if _isinstance(module, _str) and _isinstance(qual, _str):
-        return module + "." + qual
-    t = type(obj)
-    return _str(_getattr(t, "__module__", "?")) + "." + _str(_getattr(t, "__qualname__", "?"))
 
 
 # --- what pytest compiled ---------------------------------------------------------------

@@ -571,3 +571,26 @@ def test_a_cached_base_run_keeps_the_test_inputs_it_recorded(tmp_path: Path) -> 
     assert block["run_notes"]["base"] == "reused from the local cache"  # type: ignore[index]
     assert block["test_inputs_failed"] == ["tests.test_calc::test_add"]
     assert block["test_inputs_changed"] == ["calc/data/cases.json"]
+
+
+SRC_PYTHONPATH = b'[tool.pytest.ini_options]\npythonpath = ["src"]\n'
+
+
+def test_a_pythonpath_in_the_configuration_reaches_every_run(tmp_path: Path) -> None:
+    """pytest resolves `pythonpath` against the configuration file's directory; every
+    run gets the file as a copy in proofgate's volume, so the entries are given again as
+    paths under /workspace. Without that the base's tests did not import the package, were
+    all pre-existing failures, and a broken add with a bent test was PROVEN."""
+    base = {
+        b".github/proofgate.yml": _config(),
+        b"pyproject.toml": SRC_PYTHONPATH,
+        b"src/calc.py": CALC2,
+        b"tests/test_calc.py": TESTS_CALC,
+    }
+    bent = TESTS_CALC.replace(b"assert add(2, 3) == 5", b"assert add(2, 3) == -1")
+    seen, pred = _run(
+        tmp_path, {**base, b"src/calc.py": CALC2_BROKEN, b"tests/test_calc.py": bent}, base
+    )
+    assert seen.outcome == "HELD", _detail(seen, pred)
+    assert _codes(pred) == {"expectation-changed"}, _detail(seen, pred)
+    assert _tests_block(pred)["runs"]["base"]["pass"] == 2  # type: ignore[index]

@@ -439,7 +439,9 @@ def test_the_configuration_sits_read_only_in_proofgates_volume() -> None:
         assert (member.mode, member.uid) == (0o444, PROTECTED_UID)
         assert t.getmember("config").mode == 0o555
         assert t.extractfile(member).read() == b"[tool:pytest]\n"  # type: ignore[union-attr]
-    env = test_environment({"PYTEST_ADDOPTS": "-x"}, "setup.cfg", differential=False)
+    env = test_environment(
+        {"PYTEST_ADDOPTS": "-x"}, ("setup.cfg", b"[tool:pytest]\n"), differential=False
+    )
     assert env[0] == (
         "PYTEST_ADDOPTS=-p proofgate_witness -c /opt/proofgate/config/setup.cfg "
         "--rootdir /workspace -x"
