@@ -36,6 +36,7 @@ from gate.policy.workflows import (
     Workflow,
     WorkflowError,
     full_sha,
+    is_workflow_file,
     parse_workflow,
     privileged_jobs,
     uses_parts,
@@ -64,6 +65,7 @@ _RUN_TOOL = {
     b"noxfile.py": ("nox", re.compile(r"\bnox\b")),
     b".pre-commit-config.yaml": ("pre-commit", re.compile(r"\bpre-commit\b")),
 }
+_ROOT_ACTION = frozenset({"action.yml", "action.yaml", "Dockerfile"})
 _PYTHON_M = re.compile(r"\bpython[0-9.]*\s+(?:-[A-Za-z]+\s+)*-m\s+([A-Za-z_][\w.]*)")
 
 
@@ -231,7 +233,9 @@ def _runs_file(job: Job, path: bytes) -> str | None:
         local = (step.uses or "").strip()
         if local.startswith("./"):
             where = local.removeprefix("./").rstrip("/")
-            if not where or text.startswith(where + "/") or text == where:
+            # `./` is the repository's own action: its definition and image, not every file
+            inside = text.startswith(where + "/") if where else text in _ROOT_ACTION
+            if inside or text == where:
                 return f"the local action `{local}`"
     if job.uses is not None and job.uses.strip().removeprefix("./") == text:
         return f"the reusable workflow `{job.uses}`"
@@ -294,8 +298,8 @@ def _files_run(ctx: Context) -> Iterator[RawFinding]:
             if isinstance(wf, Workflow) and not wf.action:
                 jobs += [(p, wf.jobs[j], wf) for j in sorted(privileged_jobs(wf, default_write=dw))]
     for e in ctx.inventory:
-        if e.path in ci.head or e.path in ci.base or _verified_pin(ctx, e):
-            continue
+        if is_workflow_file(e.path) or _verified_pin(ctx, e):
+            continue  # a workflow's own jobs are judged above; an action by its users
         for p, job, wf in jobs:
             how = _runs_file(job, e.path)
             if how is not None:
@@ -430,7 +434,11 @@ def _audit_key(f: AuditFinding, renamed: Mapping[str, str]) -> tuple[object, ...
 
 def check_audit_finding(ctx: Context) -> Iterator[RawFinding]:
     ci = ctx.ci
-    pairs = [p for p in _pairs(ctx) if p.new is not None and p.head is not None]
+    pairs = [
+        p
+        for p in _pairs(ctx)
+        if p.new is not None and p.head is not None and not _verified_pin(ctx, p.entry)
+    ]
     if not pairs or ci is None:
         return
     audit = ci.audit
@@ -483,7 +491,7 @@ def check_ci_workflow(ctx: Context) -> Iterator[RawFinding]:
         path = pair.new or pair.old or b""
         jobs = ", ".join(_touched(pair)) or "none (comments, names or layout)"
         tail = pins_suffix(ctx, pair.entry, path) + (note or "")
-        yield RawFinding(path, f"CI file {pair.entry.status.value}; jobs touched: {jobs}{tail}")
+        yield RawFinding(path, f"CI file {pair.entry.status.value} (jobs touched: {jobs}){tail}")
     for e in ctx.inventory:  # other files of action directories: judged by what runs them
         if e.path.startswith(b".github/") and not wants_ci_file(e.path) and is_ci_path(e.path):
             yield RawFinding(e.path, f"CI file {e.status.value}")

@@ -73,7 +73,11 @@ _HOSTED = re.compile(
 )
 _SECRET = re.compile(r"\bsecrets\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_-]*)|\[\s*['\"]([^'\"]+)['\"])")
 _DYNAMIC_SECRET = re.compile(r"\bsecrets\s*\[\s*[^'\"\s]|\btoJSON\s*\(\s*secrets\s*\)", re.I)
-_MATRIX_REF = re.compile(r"^\$\{\{\s*matrix\.([A-Za-z0-9_-]+)\s*\}\}$")
+_MATRIX_KEY = re.compile(r"\bmatrix\.([A-Za-z0-9_-]+)")
+_LITERAL = re.compile(r"'([^']*)'")
+# what remains of an expression once its matrix keys, literals and operators are gone
+_EXPR = re.compile(r"\bmatrix\.[A-Za-z0-9_-]+|'[^']*'|\|\||&&|[()!=<>]")
+_OTHER_CONTEXT = re.compile(r"[A-Za-z_]")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
 Value = object  # a parsed YAML value: dict[str, Value] | list[Value] | str | int | ...
@@ -300,12 +304,30 @@ def _matrix_values(job: dict[str, Value], key: str) -> list[str] | None:
     return out
 
 
+def _label_values(job: dict[str, Value], label: str) -> list[str] | None:
+    """The labels `label` may stand for: itself, or for an expression the values of the
+    `matrix` keys it reads and the string literals it holds (`${{ matrix.os ||
+    'ubuntu-latest' }}`); None when it reads anything else (an input, a variable)."""
+    text = label.strip()
+    if "${{" not in text:
+        return [text]
+    expr = _EXPR.sub(" ", text.replace("${{", " ").replace("}}", " "))
+    if _OTHER_CONTEXT.search(expr):
+        return None
+    out = _LITERAL.findall(text)
+    for key in _MATRIX_KEY.findall(text):
+        values = _matrix_values(job, key)
+        if values is None:
+            return None
+        out += values
+    return out or None
+
+
 def _self_hosted(job: dict[str, Value]) -> list[str]:
     out = []
     for label in _runner_labels(job):
-        m = _MATRIX_REF.match(label.strip())
-        values = _matrix_values(job, m.group(1)) if m else [label]
-        if values is None or not values:
+        values = _label_values(job, label)
+        if not values:
             out.append(label)
             continue
         out += [v for v in values if not _HOSTED.match(v.strip())]
