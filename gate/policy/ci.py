@@ -23,6 +23,7 @@ is privileged when the files grant it something (`Workflow.reach`) or a privileg
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -425,14 +426,26 @@ def check_action_unverified(ctx: Context) -> Iterator[RawFinding]:
 # --- ci-audit-finding ---------------------------------------------------------------
 
 
-def _audit_key(f: AuditFinding, renamed: Mapping[str, str]) -> tuple[object, ...]:
-    route = f.route
-    if len(route) >= 2 and route[0] == "jobs":
-        route = ("jobs", renamed.get(str(route[1]), route[1]), *route[2:])
-    return (f.ident, route)
+def _audit_key(
+    f: AuditFinding, wf: Workflow | None, renamed: Mapping[str, str]
+) -> tuple[tuple[object, ...], tuple[object, ...]]:
+    """(location key, job key) of a finding: the audit id and the job (a renamed job by
+    its base id), then the step by what it holds rather than its index (a step inserted
+    above does not move a finding) and the keys below it."""
+    route: tuple[object, ...] = f.route
+    job_id = str(route[1]) if len(route) >= 2 and route[0] == "jobs" else "(action)"
+    job = wf.jobs.get(job_id) if wf is not None else None
+    rest = route[2:] if route[:1] == ("jobs",) else route[1:] if route[:1] == ("runs",) else route
+    if rest[:1] == ("steps",) and len(rest) >= 2 and isinstance(rest[1], int) and job is not None:
+        if rest[1] < len(job.steps):
+            rest = ("steps", job.steps[rest[1]].body, *rest[2:])
+    base_job = renamed.get(job_id, job_id)
+    return (f.ident, base_job, *rest), (f.ident, base_job)
 
 
 def check_audit_finding(ctx: Context) -> Iterator[RawFinding]:
+    """New findings by location; where a location moved (a step edited) the same count
+    of an audit in a job is not new."""
     ci = ctx.ci
     pairs = [
         p
@@ -448,16 +461,20 @@ def check_audit_finding(ctx: Context) -> Iterator[RawFinding]:
             yield RawFinding(p.new, f"{as_text(p.new or b'')}: not audited: {why}")
         return
     for p in pairs:
-        old = p.old or b""
-        seen = {_audit_key(f, {}) for f in audit.base if f.path == old}
-        for f in audit.head:
-            if f.path == p.new and _audit_key(f, p.renamed) not in seen:
-                job = str(f.route[1]) if len(f.route) >= 2 and f.route[0] == "jobs" else None
-                yield RawFinding(
-                    f.path,
-                    f"{_where(f.path, job, f.line)}: zizmor {f.ident}: {f.message}",
-                    line=f.line,
-                )
+        base = [_audit_key(f, p.base, {}) for f in audit.base if f.path == (p.old or b"")]
+        head = [(f, *_audit_key(f, p.head, p.renamed)) for f in audit.head if f.path == p.new]
+        seen = {at for at, _ in base}
+        per_job = Counter(job for _, job in base)
+        per_job.subtract(Counter(job for _, _, job in head))
+        for f, at, job_key in head:
+            if at in seen or per_job[job_key] >= 0:
+                continue
+            job = str(f.route[1]) if len(f.route) >= 2 and f.route[0] == "jobs" else None
+            yield RawFinding(
+                f.path,
+                f"{_where(f.path, job, f.line)}: zizmor {f.ident}: {f.message}",
+                line=f.line,
+            )
 
 
 # --- ci-workflow-changed (the record) -----------------------------------------------

@@ -381,7 +381,8 @@ _PRECOMMIT = (
             "ci-workflow-changed",
             "CI file modified (jobs touched: t): pins moved: actions/checkout "
             "11bd71...(v4.2.2) → 08eba0...(v4.3.0); nothing else changed; not verified: "
-            "tag look-ups need the GitHub API, which only the Action has (a local run)",
+            "tag look-ups need the GitHub API: the Action has it; a local run has it with "
+            "GITHUB_TOKEN or GH_TOKEN set",
             id="action-bump-in-a-job-that-reaches-nothing",
         ),
     ],

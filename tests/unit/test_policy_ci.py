@@ -338,3 +338,12 @@ def test_a_bad_ci_key_is_a_configuration_error_naming_the_key(ci: bytes, says: s
 def test_the_default_token_is_read_unless_the_config_says_write() -> None:
     assert not load_config(CONFIG, source="x").policy.ci_default_token_write
     assert load_config(WRITE_DEFAULT, source="x").policy.ci_default_token_write
+
+
+def test_a_finding_the_base_had_is_not_new_when_a_step_is_inserted_above(tmp_path: Path) -> None:
+    lint = LINT.replace(_STEP, _INJECT + _STEP)
+    base = {**BASE, ".github/workflows/lint.yml": lint}
+    change = {".github/workflows/lint.yml": lint.replace("    steps:\n", "    steps:\n" + _STEP)}
+    decision, found, _ = _judge(tmp_path, change, base=base)
+    assert "ci-audit-finding" not in found, found
+    assert decision is Decision.ALLOW, found
