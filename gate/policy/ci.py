@@ -66,6 +66,13 @@ _RUN_TOOL = {
     b"noxfile.py": ("nox", re.compile(r"\bnox\b")),
     b".pre-commit-config.yaml": ("pre-commit", re.compile(r"\bpre-commit\b")),
 }
+# a file named in `run:` that runs: a script (a requirements or data file named there is
+# what a step reads, not what it runs; its installs are judged as dependencies)
+_SCRIPT = re.compile(
+    r"(?:\.(?:sh|bash|zsh|ksh|py|pyw|ps1|psm1|pl|rb|js|mjs|cjs|ts|bat|cmd|php|lua|r|jl|swift|go)"
+    r"|(?:^|/)[^./]+)$",
+    re.I,
+)
 _ROOT_ACTION = frozenset({"action.yml", "action.yaml", "Dockerfile"})
 _PYTHON_M = re.compile(r"\bpython[0-9.]*\s+(?:-[A-Za-z]+\s+)*-m\s+([A-Za-z_][\w.]*)")
 
@@ -240,7 +247,8 @@ def _runs_file(job: Job, path: bytes) -> str | None:
                 return f"the local action `{local}`"
     if job.uses is not None and job.uses.strip().removeprefix("./") == text:
         return f"the reusable workflow `{job.uses}`"
-    if re.search(rf"(?:^|[\s'\"=/(]|\./){re.escape(text)}(?:$|[\s'\";&|)])", runs, re.M):
+    named = re.search(rf"(?:^|[\s'\"=/(]|\./){re.escape(text)}(?:$|[\s'\";&|)])", runs, re.M)
+    if named and _SCRIPT.search(text):
         return f"`{text}` named in `run:`"
     tool = _MAKE if path.endswith(b".mk") else _RUN_TOOL.get(basename(path))
     if tool is not None and tool[1].search(job.text):

@@ -73,10 +73,10 @@ _HOSTED = re.compile(
 )
 _SECRET = re.compile(r"\bsecrets\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_-]*)|\[\s*['\"]([^'\"]+)['\"])")
 _DYNAMIC_SECRET = re.compile(r"\bsecrets\s*\[\s*[^'\"\s]|\btoJSON\s*\(\s*secrets\s*\)", re.I)
-_MATRIX_KEY = re.compile(r"\bmatrix\.([A-Za-z0-9_-]+)")
+_MATRIX_KEY = re.compile(r"\bmatrix\.([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)")
 _LITERAL = re.compile(r"'([^']*)'")
 # what remains of an expression once its matrix keys, literals and operators are gone
-_EXPR = re.compile(r"\bmatrix\.[A-Za-z0-9_-]+|'[^']*'|\|\||&&|[()!=<>]")
+_EXPR = re.compile(r"\bmatrix(?:\.[A-Za-z0-9_-]+)+|'[^']*'|\|\||&&|[()!=<>]")
 _OTHER_CONTEXT = re.compile(r"[A-Za-z_]")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
@@ -286,22 +286,31 @@ def _runner_labels(job: dict[str, Value]) -> list[str]:
     return [] if runs_on is None else [str(runs_on)]
 
 
+def _at_path(value: Value, path: list[str]) -> Value:
+    for key in path:
+        value = _dict(value).get(key)
+    return value
+
+
 def _matrix_values(job: dict[str, Value], key: str) -> list[str] | None:
-    """Every value `matrix.key` takes (None: it comes from an expression)."""
-    matrix = _dict(_dict(job.get("strategy")).get("matrix"))
-    if isinstance(_dict(job.get("strategy")).get("matrix"), str):
+    """Every value `matrix.key` takes (`key` may be a path: `config.os`); None when the
+    matrix or a value comes from an expression."""
+    raw = _dict(job.get("strategy")).get("matrix")
+    if isinstance(raw, str):
         return None
-    values = matrix.get(key)
-    out: list[str] = []
+    matrix = _dict(raw)
+    first, *rest = key.split(".")
+    found: list[Value] = []
+    values = matrix.get(first)
     if isinstance(values, list):
-        out += [_canon(v) if not isinstance(v, str) else v for v in values]
+        found += [_at_path(v, rest) for v in values]
     elif values is not None:
         return None
-    for inc in _list(matrix.get("include")):
-        if key in _dict(inc):
-            v = _dict(inc)[key]
-            out.append(v if isinstance(v, str) else _canon(v))
-    return out
+    found += [_at_path(_dict(inc).get(first), rest) for inc in _list(matrix.get("include"))]
+    out = [v for v in found if v is not None]
+    if any(not isinstance(v, str) or "${{" in v for v in out):
+        return None
+    return [str(v) for v in out]
 
 
 def _label_values(job: dict[str, Value], label: str) -> list[str] | None:

@@ -225,6 +225,17 @@ def test_a_removed_permissions_block_leaves_the_job_on_the_default_token(tmp_pat
     }
 
 
+def test_a_requirements_file_a_privileged_job_installs_is_no_script_it_runs(
+    tmp_path: Path,
+) -> None:
+    base = {**BASE, "requirements/build.txt": "build==1.2.1\n"}
+    base[".github/workflows/release.yml"] = RELEASE.replace(
+        "run: python -m build", "run: pip install -r requirements/build.txt && python -m build"
+    )
+    _, found, _ = _judge(tmp_path, {"requirements/build.txt": "build==1.2.2\n"}, base=base)
+    assert not any(r.startswith("ci-") for r in found), found
+
+
 def test_a_script_no_privileged_job_runs_is_not_a_ci_finding(tmp_path: Path) -> None:
     _, found, _ = _judge(tmp_path, {"scripts/lint.sh": "ruff check --fix .\n"})
     assert not any(r.startswith("ci-") for r in found), found

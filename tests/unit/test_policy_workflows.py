@@ -98,3 +98,13 @@ def test_every_job_a_privileged_job_needs_is_privileged() -> None:
 def test_a_file_github_would_not_read_does_not_parse(text: bytes) -> None:
     with pytest.raises(WorkflowError):
         parse_workflow(WF, text)
+
+
+def test_a_runner_read_from_a_nested_matrix_key_with_a_default_is_hosted() -> None:
+    matrix = (
+        "    strategy:\n      matrix:\n        config:\n          - {os: windows-latest}\n"
+        "          - {py: '3.13'}\n"
+    )
+    text = _job(matrix).replace("ubuntu-latest", "${{ matrix.config.os || 'ubuntu-latest' }}")
+    wf = parse_workflow(WF, text.encode())
+    assert wf.reach(wf.jobs["j"], default_write=False) == ()
