@@ -488,10 +488,12 @@ def check_audit_finding(ctx: Context) -> Iterator[RawFinding]:
 # --- ci-workflow-changed (the record) -----------------------------------------------
 
 
-def _touched(pair: _Pair) -> list[str]:
+def _touched(pair: _Pair) -> tuple[list[str], int | None]:
+    """The jobs a change touched, in words, and the line of the first on the head side."""
     base = pair.base.jobs if pair.base is not None else {}
     head = pair.head.jobs if pair.head is not None else {}
     out = []
+    lines = []
     for jid, job in head.items():
         before = pair.base_job(jid)
         if before is None:
@@ -500,9 +502,12 @@ def _touched(pair: _Pair) -> list[str]:
             out.append(f"{before.id} → {jid} (renamed)")
         elif before.shape != job.shape:
             out.append(jid)
+        else:
+            continue
+        lines.append(job.line)
     kept = {pair.renamed.get(j, j) for j in head}
     out += [f"{j} (removed)" for j in base if j not in kept]
-    return out
+    return out, min(lines) if lines else None
 
 
 def check_ci_workflow(ctx: Context) -> Iterator[RawFinding]:
@@ -514,9 +519,13 @@ def check_ci_workflow(ctx: Context) -> Iterator[RawFinding]:
         if note == "" or matrix_only(ctx, pair.entry):
             continue
         path = pair.new or pair.old or b""
-        jobs = ", ".join(_touched(pair)) or "none (comments, names or layout)"
+        touched, line = _touched(pair)
+        jobs = ", ".join(touched) or "none (comments, names or layout)"
         tail = pins_suffix(ctx, pair.entry, path) + (note or "")
-        yield RawFinding(path, f"CI file {pair.entry.status.value} (jobs touched: {jobs}){tail}")
+        where = f"{as_text(path)}{f', line {line}' if line else ''}"
+        yield RawFinding(
+            path, f"{where}: {pair.entry.status.value} (jobs touched: {jobs}){tail}", line=line
+        )
     for e in ctx.inventory:  # other files of action directories: judged by what runs them
         if e.path.startswith(b".github/") and not wants_ci_file(e.path) and is_ci_path(e.path):
             yield RawFinding(e.path, f"CI file {e.status.value}")

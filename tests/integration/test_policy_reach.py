@@ -379,7 +379,8 @@ _PRECOMMIT = (
             _WORKFLOW.format(_OLD_PIN, "v4.2.2"),
             _WORKFLOW.format(_NEW_PIN, "v4.3.0"),
             "ci-workflow-changed",
-            "CI file modified (jobs touched: t): pins moved: actions/checkout "
+            ".github/workflows/ci.yml, line 3: modified (jobs touched: t): pins moved: "
+            "actions/checkout "
             "11bd71...(v4.2.2) → 08eba0...(v4.3.0); nothing else changed; not verified: "
             "tag look-ups need the GitHub API: the Action has it; a local run has it with "
             "GITHUB_TOKEN or GH_TOKEN set",
