@@ -374,6 +374,12 @@ def checked_document(data: bytes, source: str) -> Mapping[str, object]:
     return cast(Mapping[str, object], doc)
 
 
+def _ci_default_token(doc: Mapping[str, object]) -> str:
+    """`ci.default-token` (SPEC §2.1; the schema allows read | write), default read."""
+    ci = doc.get("ci", {})
+    return str(ci.get("default-token", "read")) if isinstance(ci, Mapping) else "read"
+
+
 def load_config(
     data: bytes,
     *,
@@ -470,6 +476,7 @@ def load_config(
         thresholds=(thresholds_raw.get("immediate"), thresholds_raw.get("future")),
         egress=tuple((c.name, c.limits.egress) for c in checks if c.limits.egress),
         commands=tuple(" ".join(cmd.argv) for c in checks for _, cmds in c.phases for cmd in cmds),
+        ci_default_token_write=_ci_default_token(doc) == "write",
     )
     return Config(
         version=1,

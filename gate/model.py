@@ -462,6 +462,9 @@ class PolicySpec:
     # every configured check command, as text: which requirements files a check installs
     # (dependency-changed); covered by the policy fingerprint
     commands: tuple[str, ...] = ()
+    # SPEC §2.1 `ci.default-token`: the repository's default GITHUB_TOKEN is write, so a
+    # job with no `permissions` anywhere is judged as holding a write token
+    ci_default_token_write: bool = False
 
     def to_dict(self) -> JsonDict:
         return {
@@ -529,6 +532,8 @@ class PolicyResult:
     findings: tuple[Finding, ...]
     fingerprint: Sha256
     blast_radius: Mapping[str, object] = field(default_factory=dict)
+    # SPEC §2.1: the default token assumed and the changed workflows' jobs relying on it
+    ci: Mapping[str, object] = field(default_factory=dict)
 
     def to_dict(self) -> JsonDict:
         return {
@@ -536,6 +541,7 @@ class PolicyResult:
             "decision": self.decision.value,
             "findings": [f.to_dict() for f in self.findings],
             "blast_radius": dict(self.blast_radius),
+            **({"ci": dict(self.ci)} if self.ci else {}),
         }
 
 

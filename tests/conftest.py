@@ -214,6 +214,14 @@ def _private_cache(
 
 
 @pytest.fixture(autouse=True)
+def _no_github_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local run looks pins up on GitHub when GITHUB_TOKEN or GH_TOKEN is set (SPEC §2.1):
+    a test sets its own, so a developer's token never sends a test to the real API."""
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    monkeypatch.delenv("GH_TOKEN", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _no_leaked_containers(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[None]:

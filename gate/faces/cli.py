@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from gate.git.repo import GitRepository
     from gate.model import Approval
+    from gate.proof.policy_run import TagOracle
     from gate.proof.prove import ProveRequest
     from gate.proof.shard import ShardSpec
     from gate.sandbox.interface import Sandbox
@@ -250,6 +251,7 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
             sandbox=lambda proof: _docker_sandbox(bool(getattr(args, "allow_pull", False)), proof),
             approver=approver,
             on_event=_print_event,
+            tags=_tag_oracle(),
         )
     if run_checks and not run.signed:
         log.warning(
@@ -285,6 +287,20 @@ def _cmd_prove(args: argparse.Namespace, *, run_checks: bool) -> int:
         return exit_code(run.shard_verdict)
     log.info("verdict: %s", run.verdict.value)
     return run.verdict.exit_code
+
+
+def _tag_oracle() -> TagOracle | None:
+    """SPEC §2.1: with `GITHUB_TOKEN` or `GH_TOKEN` set, a local run looks up the tags its
+    pins name on GitHub (`GITHUB_API_URL`, default api.github.com) as the Action does;
+    without one the findings say that they could not verify."""
+    token = os.environ.get("GITHUB_TOKEN") or os.environ.get("GH_TOKEN")
+    if not token:
+        return None
+    from gate.github.checks import GitHubChecks
+
+    api_url = os.environ.get("GITHUB_API_URL") or "https://api.github.com"
+    # the look-ups name their own repositories; this one is never asked
+    return GitHubChecks("proofgate/local-run", token, api_url=api_url)
 
 
 def _docker_sandbox(allow_pull: bool, proof: str | None = None) -> Sandbox:

@@ -34,6 +34,7 @@ from gate.model import (
 )
 from gate.policy.blast import ImportCache, Thresholds, blast_radius
 from gate.policy.catalog import CATALOG
+from gate.policy.ci import ci_lookups, ci_record
 from gate.policy.context import Context, Rule
 from gate.policy.manifests import is_build_time_path
 from gate.policy.manifests import wants_tree_file as _manifest_or_source
@@ -46,6 +47,7 @@ from gate.policy.paths import (
 )
 from gate.policy.pinbump import MAX_LOOKUPS, PinTags, TagAnswer, lookups, pin_candidate, pin_moves
 from gate.policy.testing import is_pytest_config
+from gate.policy.workflows import AuditFinding, CiAudit, CiFiles, wants_ci_file
 from gate.util.journal import canonical_json
 
 __all__ = [
@@ -53,6 +55,9 @@ __all__ = [
     "DEFAULT_CONFIG_PATH",
     "MAX_LOOKUPS",
     "RULES",
+    "AuditFinding",
+    "CiAudit",
+    "CiFiles",
     "PinTags",
     "Rule",
     "TagAnswer",
@@ -66,6 +71,7 @@ __all__ = [
     "pin_lookups",
     "glob_problem",
     "validate_rule_ids",
+    "wants_ci_file",
     "wants_tree_file",
 ]
 
@@ -84,7 +90,10 @@ __all__ = [
 #    tool; ci-matrix-changed (a workflow's test matrix only) is not held;
 #    assertions-removed fires on one assertion fewer; a test file renamed to a name
 #    pytest does not collect is tests-deleted.
-CATALOG_VERSION: Final[str] = "4"
+# 5: SPEC §2.1, CI judged by reach: ci-privilege-changed, ci-privileged-job-changed,
+#    ci-action-unverified, ci-audit-finding hold; ci-workflow-changed is the ALLOW record
+#    of the jobs a change touched; `ci.default-token` is part of the fingerprint.
+CATALOG_VERSION: Final[str] = "5"
 DEFAULT_CONFIG_PATH: Final[str] = ".github/proofgate.yml"
 
 RULES: Mapping[str, Rule] = MappingProxyType({r.id: r for r, _ in CATALOG})
@@ -137,6 +146,7 @@ def fingerprint(
         "config_path": config_path,
         **({"egress": {name: list(hosts) for name, hosts in spec.egress}} if spec.egress else {}),
         **({"commands": list(spec.commands)} if spec.commands else {}),
+        **({"ci": {"default-token": "write"}} if spec.ci_default_token_write else {}),
     }
     return Sha256(hashlib.sha256(canonical_json(doc)).hexdigest())
 
@@ -185,11 +195,16 @@ def pin_lookups(
     inventory: Sequence[InventoryEntry],
     patch: bytes,
     tree_files: Mapping[bytes, bytes] | None = None,
+    ci: CiFiles | None = None,
 ) -> set[tuple[str, str]]:
-    """The (owner/repo, tag) look-ups that verifying the change's pin bumps needs: what
-    to answer as `evaluate(pin_tags=...)` (at most MAX_LOOKUPS are worth making)."""
-    by_path = {d.path: d for d in parse_patch(patch)}
+    """The (owner/repo, tag) look-ups that verifying the change's pin bumps and the
+    SHAs of its new `uses:` (given both sides' CI files, `ci`) needs: what to answer as
+    `evaluate(pin_tags=...)` (at most MAX_LOOKUPS are worth making)."""
+    diffs = parse_patch(patch)
+    by_path = {d.path: d for d in diffs}
     out: set[tuple[str, str]] = set()
+    if ci is not None:
+        out |= ci_lookups(_context(inventory, diffs, PolicySpec(), ci=ci))
     for e in inventory:
         d = by_path.get(e.path)
         if d is None or not pin_candidate(e, ci=is_ci_path(e.path)):
@@ -199,6 +214,27 @@ def pin_lookups(
         if problem is None:
             out |= lookups(moves)
     return out
+
+
+def _context(
+    inventory: Sequence[InventoryEntry], diffs: Sequence[FileDiff], spec: PolicySpec, *, ci: CiFiles
+) -> Context:
+    """A context with no tree, blast radius or thresholds: for the look-ups' questions."""
+    by_path: dict[bytes, FileDiff] = {}
+    for d in diffs:
+        by_path.setdefault(d.path, d)
+    return Context(
+        inventory=(*inventory, *_synthesized(diffs, inventory)),
+        diffs=by_path,
+        spec=spec,
+        config_path=b"",
+        tree_files=None,
+        binary_files=None,
+        base_files=None,
+        blast_scores={},
+        thresholds={},
+        ci=ci,
+    )
 
 
 def _thresholds(spec: PolicySpec, given: Thresholds | None) -> Thresholds:
@@ -250,6 +286,7 @@ def evaluate(
     base_files: Mapping[bytes, bytes] | None = None,
     import_cache: ImportCache | None = None,
     pin_tags: PinTags | None = None,
+    ci: CiFiles | None = None,
 ) -> PolicyResult:
     """Judge a change. Pure; total over any patch bytes.
 
@@ -274,7 +311,10 @@ def evaluate(
     id, read and added to by the blast radius (see `blast.ImportCache`); it changes no
     result. `pin_tags` (optional) are the upstreams' answers to `pin_lookups`: with them a
     change that only moves pins to newer released tags is `pin-bump-verified`; without
-    them (a local run) such a change stays held and the finding says why.
+    them (a local run) such a change stays held and the finding says why. `ci` (optional)
+    holds both sides' workflow and action files whole (`wants_ci_file` selects them) and the
+    auditor's findings: the CI rules judge a change to them by what it can reach (SPEC
+    §2.1); without them a changed workflow is held, what it grants unread.
 
     Raises:
         ValueError: unknown rule ids in `spec.rules` (see `validate_rule_ids`).
@@ -317,6 +357,7 @@ def evaluate(
         blast_scores={"immediate": blast.immediate, "future": blast.future},
         thresholds={"immediate": th.immediate, "future": th.future},
         pin_tags=pin_tags,
+        ci=ci,
     )
     found: set[Finding] = set()
     for rule, check in CATALOG:  # every rule, every effect: nothing stops early
@@ -337,4 +378,5 @@ def evaluate(
         findings=findings,
         fingerprint=fingerprint(spec, config_path=config_path, thresholds=thresholds),
         blast_radius=blast.detail,
+        ci=ci_record(ctx),
     )

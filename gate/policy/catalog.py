@@ -12,13 +12,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gate.model import Decision
+from gate.policy.ci import (
+    check_action_unverified,
+    check_audit_finding,
+    check_ci_workflow,
+    check_privilege,
+    check_privileged_job,
+)
 from gate.policy.context import Check, Context, RawFinding, Rule
 from gate.policy.harness import check_harness_tampering
 from gate.policy.manifests import check_build_hook, check_dependency, check_lockfile_drift
 from gate.policy.paths import (
     check_binary_added,
     check_binary_changed,
-    check_ci,
     check_ci_matrix,
     check_compiled_code,
     check_gate_config,
@@ -78,8 +84,23 @@ A, H, D = Decision.ALLOW, Decision.HOLD, Decision.DENY
 CATALOG: tuple[tuple[Rule, Check], ...] = (
     _rule("gate-config-changed", H,
           "the gate's own config changed; it takes effect only after merge", check_gate_config),
-    _rule("ci-workflow-changed", H,
-          "CI workflows and actions run with secrets and tokens outside the clean room", check_ci),
+    # SPEC §2.1: a change to CI is judged by what it can reach
+    _rule("ci-privilege-changed", H,
+          "a workflow grants a job more (a write scope, a secret, an environment, a "
+          "self-hosted runner, a privileged trigger), drops a `permissions` block, or cannot "
+          "be read", check_privilege),
+    _rule("ci-privileged-job-changed", H,
+          "what a privileged job runs changed: its steps, conditions, environment, or a "
+          "repository file it runs", check_privileged_job),
+    _rule("ci-action-unverified", H,
+          "an action or image a privileged job uses is not a verified release SHA, or a "
+          "`uses:` moved off a SHA or to an action the base never used", check_action_unverified),
+    _rule("ci-audit-finding", H,
+          "the workflow auditor (zizmor) finds a weakness the base did not have",
+          check_audit_finding),
+    _rule("ci-workflow-changed", A,
+          "CI workflows or actions changed, reaching nothing new: the jobs touched are "
+          "recorded", check_ci_workflow),
     _rule("pin-bump-verified", A,
           "only pins moved, each to a newer released tag of the same upstream (the tags "
           "looked up on GitHub)", check_pin_bump_verified),

@@ -16,6 +16,7 @@ from gate.policy.patch import FileDiff
 
 if TYPE_CHECKING:
     from gate.policy.pinbump import PinTags
+    from gate.policy.workflows import CiFiles
 
 __all__ = [
     "Check",
@@ -60,6 +61,7 @@ class Context:
     blast_scores: Mapping[str, int]
     thresholds: Mapping[str, int | None]
     pin_tags: PinTags | None = None  # the upstreams' tags, when the caller looked them up
+    ci: CiFiles | None = None  # both sides' workflow and action files (SPEC §2.1)
 
     def diff_of(self, entry: InventoryEntry) -> FileDiff | None:
         return self.diffs.get(entry.path) or (

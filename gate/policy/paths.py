@@ -31,12 +31,10 @@ from gate.model import ChangeStatus, InventoryEntry, PolicySpec, path_display
 from gate.policy.context import Check, Context, RawFinding, as_text, basename, dirs_of, paths_of
 from gate.policy.patch import path_text
 from gate.policy.pinbump import pin_status
-from gate.policy.pins import pins_suffix
 
 __all__ = [
     "check_binary_added",
     "check_binary_changed",
-    "check_ci",
     "check_ci_matrix",
     "check_compiled_code",
     "check_plugin_metadata",
@@ -128,12 +126,6 @@ _CI_GLOBS = (
 
 def is_ci_path(path: bytes) -> bool:
     return any(glob_match(g, path) for g in _CI_GLOBS)
-
-
-# Files whose content runs when the project is installed, built, tested or an
-# interpreter starts: setup scripts, make, containers, hook managers, package-manager
-# configuration, Python startup files. pyproject.toml / package.json / Cargo.toml are
-# decided per changed line (see `manifest_sections`).
 
 
 # Files whose content runs when the project is installed, built, tested or an
@@ -327,7 +319,10 @@ def matrix_only(ctx: Context, entry: InventoryEntry) -> bool:
     d = ctx.diff_of(entry)
     if d is None or not (d.added or d.deleted):
         return False
-    return all(_matrix_line(as_text(ln.text)) for ln in (*d.added, *d.deleted))
+    texts = [as_text(ln.text) for ln in (*d.added, *d.deleted)]
+    if all(not t.strip() or t.lstrip().startswith("#") for t in texts):
+        return False  # comments only: `ci-workflow-changed` records it
+    return all(_matrix_line(t) for t in texts)
 
 
 def check_ci_matrix(ctx: Context) -> Iterator[RawFinding]:
@@ -336,17 +331,6 @@ def check_ci_matrix(ctx: Context) -> Iterator[RawFinding]:
             d = ctx.diff_of(e)
             n = len(d.added) + len(d.deleted) if d is not None else 0
             yield RawFinding(e.path, f"only test-matrix entries changed ({n} line(s))")
-
-
-def check_ci(ctx: Context) -> Iterator[RawFinding]:
-    for e in ctx.inventory:
-        note = pin_hold_note(ctx, e)
-        if note == "" or matrix_only(ctx, e):
-            continue
-        for p in paths_of(e):
-            if is_ci_path(p):
-                tail = pins_suffix(ctx, e, p) + (note or "")
-                yield RawFinding(p, f"CI workflow or action file {e.status.value}{tail}")
 
 
 def check_pin_bump_verified(ctx: Context) -> Iterator[RawFinding]:

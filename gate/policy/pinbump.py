@@ -42,7 +42,10 @@ __all__ = [
 ]
 
 MAX_LOOKUPS = 64  # tag look-ups one change may cause; beyond that nothing is verified
-LOCAL_RUN = "tag look-ups need the GitHub API, which only the Action has (a local run)"
+LOCAL_RUN = (
+    "tag look-ups need the GitHub API: the Action has it; a local run has it with GITHUB_TOKEN "
+    "or GH_TOKEN set"
+)
 
 _USES = re.compile(
     r"""^(\s*(?:-\s*)?uses:\s*)["']?([^@\s"']+)@([^\s"'#]+)["']?\s*(?:#\s*(.*?))?\s*$"""

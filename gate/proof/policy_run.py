@@ -17,15 +17,18 @@ from gate.errors import TagLookupError
 from gate.git.interface import EvidenceSource
 from gate.model import Evidence, PolicyResult, PolicySpec
 from gate.policy import blast
+from gate.proof import workflow_audit
 from gate.util import usercache
 
 __all__ = [
     "MAX_ANALYZED_BYTES",
+    "MAX_CI_BYTES",
     "MAX_SCANNED_BINARY_BYTES",
     "TagOracle",
     "import_index",
     "judge_policy",
     "look_up_tags",
+    "read_ci_files",
 ]
 
 
@@ -61,6 +64,7 @@ def look_up_tags(oracle: TagOracle | None, wanted: set[tuple[str, str]]) -> poli
 
 MAX_ANALYZED_BYTES = 64 * 1024 * 1024  # the policy's import graph reads at most this much
 MAX_SCANNED_BINARY_BYTES = 16 * 1024 * 1024  # binary additions the secrets rules read
+MAX_CI_BYTES = 8 * 1024 * 1024  # each side's workflow and action files, read whole
 
 Imports = tuple[blast.RawImport, ...] | None  # a file's imports; None: it does not parse
 
@@ -98,6 +102,33 @@ def import_index(directory: Path | None = None) -> usercache.BlobIndex[Imports]:
     )
 
 
+def read_ci_files(evidence: EvidenceSource, ev: Evidence) -> policy.CiFiles:
+    """Both sides' workflow and action files, whole (SPEC §2.1), and zizmor's findings on
+    the ones the change touches: what the CI rules judge. Every proof reads them, since a
+    script a privileged job runs is judged by the workflow that runs it.
+
+    Raises:
+        RepoError: a tree is not readable.
+    """
+    sides = []
+    for tree in (ev.base.tree, ev.proven_tree or ev.head.tree):
+        files = evidence.read_tree_files(tree, policy.wants_ci_file, max_bytes=MAX_CI_BYTES)
+        if files is None:
+            return policy.CiFiles(
+                unreadable=f"the workflow and action files are more than {MAX_CI_BYTES} bytes"
+            )
+        sides.append(files)
+    base, head = sides
+    changed = {p for e in ev.inventory for p in (e.path, e.old_path) if p is not None}
+    touched = [p for p in changed if policy.wants_ci_file(p)]
+    audit = None
+    if touched:
+        audit = workflow_audit.audit(
+            {p: base[p] for p in touched if p in base}, {p: head[p] for p in touched if p in head}
+        )
+    return policy.CiFiles(base=base, head=head, audit=audit)
+
+
 def judge_policy(
     evidence: EvidenceSource,
     ev: Evidence,
@@ -115,7 +146,8 @@ def judge_policy(
     from `imports` (default: `import_index()`) where it has them; what was parsed anew
     is saved there.
     changed Python test files (as much again). With `tags` (the Action's GitHub API) the
-    tags that the change's pin bumps name are looked up, so a verified bump is not held.
+    tags that the change's pin bumps and new `uses:` SHAs name are looked up, so a verified
+    bump is not held. Both sides' workflow files are read whole (`read_ci_files`).
 
     Raises:
         RepoError: a tree is not readable.
@@ -145,7 +177,8 @@ def judge_policy(
     index = imports
     if index is None and tree_files is not None:
         index = import_index()
-    wanted = policy.pin_lookups(ev.inventory, ev.patch.data, tree_files)
+    ci = read_ci_files(evidence, ev)
+    wanted = policy.pin_lookups(ev.inventory, ev.patch.data, tree_files, ci)
     pin_tags = look_up_tags(tags, wanted) if wanted else None
     result = policy.evaluate(
         ev.inventory,
@@ -157,6 +190,7 @@ def judge_policy(
         base_files=base_files,
         import_cache=index,
         pin_tags=pin_tags if tags is not None else None,
+        ci=ci,
     )
     if index is not None:
         index.save()

@@ -296,7 +296,7 @@ _PREDICATE = _Obj(
         "policy": _Obj(
             "an object {fingerprint, decision, findings[]}",
             {"fingerprint": _STR, "decision": _STR, "findings": _List(_FINDING, "findings")},
-            {"blast_radius": _OBJECT},
+            {"blast_radius": _OBJECT, "ci": _OBJECT},
         ),
         "checks": _List(_CHECK, "checks {name, image, image_digest, phases[], ...}"),
         "journal": _Obj(

@@ -418,12 +418,16 @@ def _config_only_in_head() -> Callable[[Workspace], Built]:
     )
 
 
+# The gate's own job: it writes the check run, so it reaches `checks: write` (SPEC §2.1: a
+# privileged job, whose steps and whose local action an edit may not change unheld).
 WORKFLOW = b"""name: ci
 on: pull_request
 permissions: {}
 jobs:
   proofgate:
     runs-on: ubuntu-latest
+    permissions:
+      checks: write
     steps:
       - uses: ./
 """
@@ -436,7 +440,7 @@ def _workflow_edited() -> Callable[[Workspace], Built]:
             {b".github/workflows/ci.yml": weakened},
             base_tree(**{".github/workflows/ci.yml": WORKFLOW}),
         ),
-        wants_finding("ci-workflow-changed"),
+        wants_finding("ci-privileged-job-changed"),
     )
 
 
@@ -449,8 +453,11 @@ def _action_edited() -> Callable[[Workspace], Built]:
         b"  steps:\n    - run: 'exit 0'\n      shell: sh\n"
     )
     return with_inspect(
-        simple({b"action.yml": evil}, base_tree(**{"action.yml": ACTION})),
-        wants_finding("ci-workflow-changed"),
+        simple(
+            {b"action.yml": evil},
+            base_tree(**{"action.yml": ACTION, ".github/workflows/ci.yml": WORKFLOW}),
+        ),
+        wants_finding("ci-privileged-job-changed"),
     )
 
 

