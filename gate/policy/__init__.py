@@ -45,6 +45,7 @@ from gate.policy.paths import (
     is_git_plumbing_path,
 )
 from gate.policy.pinbump import MAX_LOOKUPS, PinTags, TagAnswer, lookups, pin_candidate, pin_moves
+from gate.policy.scan import scan_changed
 from gate.policy.testing import is_pytest_config
 from gate.util.journal import canonical_json
 
@@ -296,6 +297,8 @@ def evaluate(
             or any(glob_match(g, p) for g in (*spec.protected, *spec.deny))
         )
 
+    imports: ImportCache = import_cache if import_cache is not None else {}
+    scans = scan_changed(by_path.values(), tree_files, base_files, imports)
     blast = blast_radius(
         entries,
         build_time=lambda p: is_build_time_path(p) or is_ci_path(p) or is_git_plumbing_path(p),
@@ -303,7 +306,7 @@ def evaluate(
         sensitive=sensitive,
         tree_files=tree_files,
         thresholds=thresholds,
-        import_cache=import_cache,
+        import_cache=imports,
     )
     th = thresholds
     ctx = Context(
@@ -317,6 +320,7 @@ def evaluate(
         blast_scores={"immediate": blast.immediate, "future": blast.future},
         thresholds={"immediate": th.immediate, "future": th.future},
         pin_tags=pin_tags,
+        scans=scans,
     )
     found: set[Finding] = set()
     for rule, check in CATALOG:  # every rule, every effect: nothing stops early

@@ -38,7 +38,7 @@ import ast
 import hashlib
 import posixpath
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -53,6 +53,9 @@ __all__ = [
     "Thresholds",
     "blast_radius",
     "blob_id",
+    "imports_of",
+    "parse_python",
+    "statements_of",
 ]
 
 FORMULA_VERSION = 1
@@ -125,20 +128,23 @@ def blob_id(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
-_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+_BLOCKS = ("body", "handlers", "orelse", "finalbody", "cases")  # in every node's _fields order
 
 
-def _statements(body: list[ast.stmt]) -> Iterator[ast.AST]:
-    """Every statement, nested ones too (an import is a statement: no expression is ever
-    searched, which is most of a module's nodes)."""
-    stack: list[ast.AST] = list(body)
-    while stack:
-        node = stack.pop()
-        yield node
+def statements_of(tree: ast.Module) -> list[ast.AST]:
+    """The module, its statements, nested ones too, and the except handlers and match
+    cases between them, in `ast.walk` order (breadth first): an import is a statement, so
+    no expression is ever searched, which is most of a module's nodes."""
+    out: list[ast.AST] = []
+    queue: deque[ast.AST] = deque([tree])
+    while queue:
+        node = queue.popleft()
+        out.append(node)
         for block in _BLOCKS:
             inner = getattr(node, block, None)
-            if isinstance(inner, list):
-                stack.extend(inner)
+            if inner:
+                queue.extend(inner)
+    return out
 
 
 def _raw_imports(source: bytes, cache: ImportCache | None) -> tuple[RawImport, ...] | None:
@@ -155,13 +161,25 @@ def _raw_imports(source: bytes, cache: ImportCache | None) -> tuple[RawImport, .
 
 @lru_cache(maxsize=16384)
 def _parse_imports(source: bytes) -> tuple[RawImport, ...] | None:
-    """The one place a file is parsed (remembered by content within a process)."""
+    """The one place a file of the tree is parsed for its imports alone (remembered by
+    content within a process); a changed file's imports come from gate/policy/scan.py,
+    which parses it once for every rule."""
+    tree = parse_python(source)
+    return None if tree is None else imports_of(statements_of(tree))
+
+
+def parse_python(source: bytes) -> ast.Module | None:
+    """The module, or None when it does not parse."""
     try:
-        tree = ast.parse(source)
+        return ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+
+
+def imports_of(statements: list[ast.AST]) -> tuple[RawImport, ...]:
+    """The imports among a module's `statements_of`."""
     out: list[RawImport] = []
-    for node in _statements(tree.body):
+    for node in statements:
         if isinstance(node, ast.Import):
             out.extend((0, a.name, ()) for a in node.names)
         elif isinstance(node, ast.ImportFrom):

@@ -16,6 +16,7 @@ from gate.policy.patch import FileDiff
 
 if TYPE_CHECKING:
     from gate.policy.pinbump import PinTags
+    from gate.policy.scan import Scans
 
 __all__ = [
     "Check",
@@ -60,6 +61,7 @@ class Context:
     blast_scores: Mapping[str, int]
     thresholds: Mapping[str, int | None]
     pin_tags: PinTags | None = None  # the upstreams' tags, when the caller looked them up
+    scans: Scans | None = None  # the changed Python files, parsed once (gate/policy/scan.py)
 
     def diff_of(self, entry: InventoryEntry) -> FileDiff | None:
         return self.diffs.get(entry.path) or (

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 __all__ = [
     "FileDiff",
@@ -156,6 +157,7 @@ class _Builder:
         return FileDiff(old_path=old, new_path=new, binary=self.binary, hunks=tuple(self.hunks))
 
 
+@lru_cache(maxsize=1)  # the policy's pin look-ups and its evaluation read the same patch
 def parse_patch(data: bytes) -> tuple[FileDiff, ...]:
     """Per-file diffs of a git patch, in patch order. Never raises."""
     files: list[FileDiff] = []
