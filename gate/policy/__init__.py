@@ -32,10 +32,10 @@ from gate.model import (
     Sha256,
     worst_decision,
 )
-from gate.policy.blast import ImportCache, Thresholds, blast_radius
+from gate.policy.blast import ImportCache, RawImport, Thresholds, blast_radius
 from gate.policy.catalog import CATALOG
-from gate.policy.context import Context, Rule
-from gate.policy.manifests import is_build_time_path
+from gate.policy.context import Context, Rule, basename
+from gate.policy.manifests import PYTHON_READ_WHOLE, is_build_time_path
 from gate.policy.manifests import wants_tree_file as _manifest_or_source
 from gate.policy.patch import FileDiff, parse_patch
 from gate.policy.paths import (
@@ -68,6 +68,7 @@ __all__ = [
     "glob_problem",
     "validate_rule_ids",
     "wants_tree_file",
+    "wants_tree_imports_only",
 ]
 
 # Bump whenever a rule's id, default or behaviour changes: it is part of the fingerprint,
@@ -167,6 +168,13 @@ def wants_tree_file(path: bytes) -> bool:
     return _manifest_or_source(path) or is_pytest_config(path)
 
 
+def wants_tree_imports_only(path: bytes) -> bool:
+    """Python files of the proven tree whose contents no rule reads when unchanged: only
+    their imports (`evaluate(tree_imports=...)`) and that they exist (b"" in
+    `tree_files`), so a large tree's sources need not be held at once (issue 46)."""
+    return path.endswith(b".py") and basename(path) not in PYTHON_READ_WHOLE
+
+
 def wants_base_file(entry: InventoryEntry) -> bytes | None:
     """The base path whose contents `evaluate(base_files=...)` wants for this entry: the
     old side of a changed Python file (tests: `tests-skipped`; other code:
@@ -251,6 +259,8 @@ def evaluate(
     base_files: Mapping[bytes, bytes] | None = None,
     import_cache: ImportCache | None = None,
     pin_tags: PinTags | None = None,
+    tree_imports: Mapping[bytes, tuple[RawImport, ...] | None] | None = None,
+    unanalyzed: str | None = None,
 ) -> PolicyResult:
     """Judge a change. Pure; total over any patch bytes.
 
@@ -276,6 +286,11 @@ def evaluate(
     result. `pin_tags` (optional) are the upstreams' answers to `pin_lookups`: with them a
     change that only moves pins to newer released tags is `pin-bump-verified`; without
     them (a local run) such a change stays held and the finding says why.
+    `tree_imports` (optional) are the imports of the tree's Python files that
+    `tree_files` holds no contents for (it may map them to b""): a large tree's import
+    graph without its sources in memory. `unanalyzed` (optional) says why the import
+    graph cannot be complete; it is recorded as not run, and a `policy.thresholds.future`
+    then holds the change, naming why (a large tree gets no weaker rules than a small one).
 
     Raises:
         ValueError: unknown rule ids in `spec.rules` (see `validate_rule_ids`).
@@ -307,7 +322,11 @@ def evaluate(
         tree_files=tree_files,
         thresholds=thresholds,
         import_cache=imports,
+        tree_imports=tree_imports,
+        unanalyzed=unanalyzed,
     )
+    # not supplied (a caller's choice, or no proven tree: never PROVEN) is not incomplete
+    incomplete = {"future": unanalyzed} if unanalyzed is not None else {}
     th = thresholds
     ctx = Context(
         inventory=entries,
@@ -321,6 +340,7 @@ def evaluate(
         thresholds={"immediate": th.immediate, "future": th.future},
         pin_tags=pin_tags,
         scans=scans,
+        incomplete=incomplete,
     )
     found: set[Finding] = set()
     for rule, check in CATALOG:  # every rule, every effect: nothing stops early

@@ -53,6 +53,7 @@ __all__ = [
     "Thresholds",
     "blast_radius",
     "blob_id",
+    "imports_from_source",
     "imports_of",
     "parse_python",
     "statements_of",
@@ -168,6 +169,12 @@ def _parse_imports(source: bytes) -> tuple[RawImport, ...] | None:
     return None if tree is None else imports_of(statements_of(tree))
 
 
+def imports_from_source(source: bytes) -> tuple[RawImport, ...] | None:
+    """A tree file's imports, as the import graph reads them (None: over MAX_PARSE_BYTES,
+    or it does not parse)."""
+    return _parse_imports(source) if len(source) <= MAX_PARSE_BYTES else None
+
+
 def parse_python(source: bytes) -> ast.Module | None:
     """The module, or None when it does not parse."""
     try:
@@ -233,9 +240,12 @@ def _target(name: str, known: frozenset[str]) -> str | None:
 
 
 def _import_graph(
-    changed: Sequence[bytes], tree_files: Mapping[bytes, bytes], cache: ImportCache | None
+    changed: Sequence[bytes],
+    tree_files: Mapping[bytes, bytes],
+    cache: ImportCache | None,
+    imports: Mapping[bytes, tuple[RawImport, ...] | None],
 ) -> tuple[JsonDict, int, int]:
-    py = sorted(p for p in tree_files if p.endswith(b".py"))
+    py = sorted({p for p in tree_files if p.endswith(b".py")} | set(imports))
     package_dirs = frozenset(posixpath.dirname(p) for p in py if p.endswith(b"/__init__.py"))
     modules: dict[str, bytes] = {}
     for p in py:
@@ -247,8 +257,12 @@ def _import_graph(
     importers: dict[str, set[str]] = {}  # target -> modules importing it
     unparsed: list[bytes] = []
     for name, p in modules.items():
-        src = tree_files[p]
-        raws = _raw_imports(src, cache) if len(src) <= MAX_PARSE_BYTES else None
+        if p in imports:
+            raws = imports[p]
+        else:
+            src = tree_files[p]
+            raws = _raw_imports(src, cache) if len(src) <= MAX_PARSE_BYTES else None
+            # (a changed file: gate/policy/scan.py put its imports in `cache`)
         if raws is None:
             unparsed.append(p)
             continue
@@ -296,8 +310,15 @@ def blast_radius(
     tree_files: Mapping[bytes, bytes] | None,
     thresholds: Thresholds | None,
     import_cache: ImportCache | None = None,
+    tree_imports: Mapping[bytes, tuple[RawImport, ...] | None] | None = None,
+    unanalyzed: str | None = None,
 ) -> BlastRadius:
-    """Both scores with their inputs (see the module doc for the formulas)."""
+    """Both scores with their inputs (see the module doc for the formulas).
+
+    `tree_imports` (optional) are the imports of Python files of the proven tree whose
+    contents `tree_files` does not hold (read by the caller one at a time, issue 46);
+    `unanalyzed` says why the import graph cannot be complete (the receipt shows it, and
+    the analyzer is recorded as not run)."""
     paths = [p for e in inventory for p in {e.path, e.old_path or e.path}]
     lines = sum(e.lines_added + e.lines_deleted for e in inventory)
     execs = [
@@ -330,13 +351,14 @@ def blast_radius(
     on_ci = sorted({p for p in paths if ci(p)})
     py_changed = sorted({p for p in paths if p.endswith(b".py")})
     analyzers: list[JsonDict] = []
-    if tree_files is None:
-        analyzers.append(
-            {"name": "import-graph", "ran": False, "why": "the proven tree was not supplied"}
-        )
+    if tree_files is None or unanalyzed is not None:
+        why = unanalyzed or "the proven tree was not supplied"
+        analyzers.append({"name": "import-graph", "ran": False, "why": why})
         direct = transitive = 0
     else:
-        graph, direct, transitive = _import_graph(py_changed, tree_files, import_cache)
+        graph, direct, transitive = _import_graph(
+            py_changed, tree_files, import_cache, tree_imports or {}
+        )
         analyzers.append(graph)
     analyzers.append(
         {

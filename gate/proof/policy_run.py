@@ -15,12 +15,13 @@ from typing import Protocol
 from gate import policy
 from gate.errors import TagLookupError
 from gate.git.interface import EvidenceSource
-from gate.model import Evidence, PolicyResult, PolicySpec
+from gate.model import BlobId, Evidence, PolicyResult, PolicySpec
 from gate.policy import blast
 from gate.util import usercache
 
 __all__ = [
     "MAX_ANALYZED_BYTES",
+    "MAX_PARSED_BYTES",
     "MAX_SCANNED_BINARY_BYTES",
     "TagOracle",
     "import_index",
@@ -59,7 +60,11 @@ def look_up_tags(oracle: TagOracle | None, wanted: set[tuple[str, str]]) -> poli
     return policy.PinTags(answers=answers)
 
 
-MAX_ANALYZED_BYTES = 64 * 1024 * 1024  # the policy's import graph reads at most this much
+MAX_ANALYZED_BYTES = 64 * 1024 * 1024  # manifests, lockfiles, changed sources held at once
+# The import graph reads the tree's other Python files one at a time (their imports by blob
+# id from the cache, else parsed): memory does not grow with the tree; this bounds the
+# time a cold cache costs, and beyond it the analysis is named incomplete (issue 46).
+MAX_PARSED_BYTES = 512 * 1024 * 1024
 MAX_SCANNED_BINARY_BYTES = 16 * 1024 * 1024  # binary additions the secrets rules read
 
 Imports = tuple[blast.RawImport, ...] | None  # a file's imports; None: it does not parse
@@ -98,6 +103,36 @@ def import_index(directory: Path | None = None) -> usercache.BlobIndex[Imports]:
     )
 
 
+def _size(n: int) -> str:
+    return f"{n // 2**20} MiB" if n >= 2**20 else f"{n} bytes"
+
+
+def _tree_imports(
+    evidence: EvidenceSource, ids: dict[bytes, BlobId], index: usercache.BlobIndex[Imports]
+) -> tuple[dict[bytes, Imports], str | None]:
+    """The imports of the tree's Python files (`ids`: path -> blob id) from `index`, else
+    read and parsed one at a time, in path order, up to MAX_PARSED_BYTES of sources; past
+    that, why the import graph is incomplete."""
+    out: dict[bytes, Imports] = {}
+    parsed = 0
+    for path, blob in sorted(ids.items()):
+        if blob in index:
+            out[path] = index[blob]
+            continue
+        source = evidence.read_blob(blob)
+        parsed += len(source)
+        if parsed > MAX_PARSED_BYTES:
+            return out, (
+                f"the tree's Python sources not yet in the cache are over the "
+                f"{_size(MAX_PARSED_BYTES)} the import graph parses in one run "
+                f"({len(out)} of {len(ids)} files read)"
+            )
+        out[path] = found = blast.imports_from_source(source)
+        if len(source) <= blast.MAX_PARSE_BYTES:
+            index[blob] = found
+    return out, None
+
+
 def judge_policy(
     evidence: EvidenceSource,
     ev: Evidence,
@@ -108,23 +143,45 @@ def judge_policy(
     tags: TagOracle | None = None,
 ) -> PolicyResult:
     """The policy as `prove` runs it (and benchmarks/replay.py measures it): the proven
-    tree's files the analyzers want (up to MAX_ANALYZED_BYTES, else they record that
-    they did not run), the binary files the patch adds (up to MAX_SCANNED_BINARY_BYTES,
-    read from head's tree when no proven tree was computed) and the base's copies of the
-    changed Python test files (as much again). The imports of the tree's Python files come
-    from `imports` (default: `import_index()`) where it has them; what was parsed anew
-    is saved there.
-    changed Python test files (as much again). With `tags` (the Action's GitHub API) the
-    tags that the change's pin bumps name are looked up, so a verified bump is not held.
+    tree's manifests, lockfiles and changed Python files (up to MAX_ANALYZED_BYTES), the
+    imports of its other Python files (read one at a time, up to MAX_PARSED_BYTES parsed
+    anew; past either bound the import graph is named incomplete, never silently weaker),
+    the binary files the patch adds (up to MAX_SCANNED_BINARY_BYTES, read from head's
+    tree when no proven tree was computed) and the base's copies of the changed Python
+    files (as much again). The imports of the tree's Python files come from `imports`
+    (default: `import_index()`) where it has them; what was parsed anew is saved there.
+    With `tags` (the Action's GitHub API) the tags that the change's pin bumps name are
+    looked up, so a verified bump is not held.
 
     Raises:
         RepoError: a tree is not readable.
     """
     tree_files = binary_files = None
+    tree_imports: dict[bytes, Imports] | None = None
+    unanalyzed = None
+    index = imports
     if ev.proven_tree is not None:
+        index = index if index is not None else import_index()
+        changed = {p for e in ev.inventory for p in (e.path, e.old_path) if p is not None}
         tree_files = evidence.read_tree_files(
-            ev.proven_tree, policy.wants_tree_file, max_bytes=MAX_ANALYZED_BYTES
+            ev.proven_tree,
+            lambda p: (
+                policy.wants_tree_file(p)
+                and (p in changed or not policy.wants_tree_imports_only(p))
+            ),
+            max_bytes=MAX_ANALYZED_BYTES,
         )
+        ids = evidence.read_tree_blob_ids(
+            ev.proven_tree, lambda p: p not in changed and policy.wants_tree_imports_only(p)
+        )
+        if tree_files is None:
+            unanalyzed = (
+                "the proven tree's manifests, lockfiles and changed Python files are over "
+                f"the {_size(MAX_ANALYZED_BYTES)} the policy reads"
+            )
+        else:
+            tree_files.update(dict.fromkeys(ids, b""))  # present; their imports below
+            tree_imports, unanalyzed = _tree_imports(evidence, ids, index)
     binaries = policy.binary_scan_paths(ev.inventory, max_bytes=MAX_SCANNED_BINARY_BYTES)
     if binaries:
         binary_files = evidence.read_tree_files(
@@ -142,9 +199,6 @@ def judge_policy(
         if found is not None:
             base_files[old] = found[1]
             budget -= len(found[1])
-    index = imports
-    if index is None and tree_files is not None:
-        index = import_index()
     wanted = policy.pin_lookups(ev.inventory, ev.patch.data, tree_files)
     pin_tags = look_up_tags(tags, wanted) if wanted else None
     result = policy.evaluate(
@@ -157,6 +211,8 @@ def judge_policy(
         base_files=base_files,
         import_cache=index,
         pin_tags=pin_tags if tags is not None else None,
+        tree_imports=tree_imports,
+        unanalyzed=unanalyzed,
     )
     if index is not None:
         index.save()
