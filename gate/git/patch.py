@@ -2,10 +2,10 @@
 
 The patch is git's format as `git diff --full-index --binary -M` writes it: `diff --git`
 headers, full 40-hex `index` lines, `GIT binary patch` literal sections for binary
-files (written here, streamed: issue 46), mode changes, symlinks (target as the blob text), renames, deletions, and
-`Subproject commit` lines for gitlinks. Type changes appear as a deletion followed by an
-addition of the same path (like `git diff` without `-B`); the inventory folds them into
-one `type-changed` entry.
+files (written here, streamed: issue 46), mode changes, symlinks (target as the blob
+text), renames, deletions, and `Subproject commit` lines for gitlinks. Type changes
+appear as a deletion followed by an addition of the same path (like `git diff` without
+`-B`); the inventory folds them into one `type-changed` entry.
 
 Re-application hands the captured bytes to `git apply --cached` in the private store
 (see `apply_patch`).

@@ -37,8 +37,9 @@ from __future__ import annotations
 import ast
 import hashlib
 import posixpath
+import re
 from collections import deque
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -53,6 +54,9 @@ __all__ = [
     "Thresholds",
     "blast_radius",
     "blob_id",
+    "files_to_parse",
+    "import_words",
+    "module_words",
     "imports_from_source",
     "imports_of",
     "parse_python",
@@ -239,30 +243,28 @@ def _target(name: str, known: frozenset[str]) -> str | None:
     return None
 
 
-def _import_graph(
-    changed: Sequence[bytes],
-    tree_files: Mapping[bytes, bytes],
-    cache: ImportCache | None,
-    imports: Mapping[bytes, tuple[RawImport, ...] | None],
-) -> tuple[JsonDict, int, int]:
-    py = sorted({p for p in tree_files if p.endswith(b".py")} | set(imports))
+def _modules(paths: Iterable[bytes]) -> tuple[frozenset[bytes], dict[str, bytes]]:
+    """The package directories and the module name -> path of the Python files `paths`."""
+    py = sorted(p for p in paths if p.endswith(b".py"))
     package_dirs = frozenset(posixpath.dirname(p) for p in py if p.endswith(b"/__init__.py"))
     modules: dict[str, bytes] = {}
     for p in py:
         name = _module_name(p, package_dirs)
         if name is not None:
             modules.setdefault(name, p)
-    changed_mods = sorted({m for p in changed if (m := _module_name(p, package_dirs)) is not None})
-    known = frozenset(modules) | frozenset(changed_mods)
-    importers: dict[str, set[str]] = {}  # target -> modules importing it
+    return package_dirs, modules
+
+
+def _importers(
+    modules: Mapping[str, bytes],
+    raws_of: Callable[[bytes], tuple[RawImport, ...] | None],
+    known: frozenset[str],
+) -> tuple[dict[str, set[str]], list[bytes]]:
+    """target -> the modules importing it, and the files that do not parse."""
+    importers: dict[str, set[str]] = {}
     unparsed: list[bytes] = []
     for name, p in modules.items():
-        if p in imports:
-            raws = imports[p]
-        else:
-            src = tree_files[p]
-            raws = _raw_imports(src, cache) if len(src) <= MAX_PARSE_BYTES else None
-            # (a changed file: gate/policy/scan.py put its imports in `cache`)
+        raws = raws_of(p)
         if raws is None:
             unparsed.append(p)
             continue
@@ -276,15 +278,99 @@ def _import_graph(
                     t = t.rpartition(".")[0]
                     if t not in known:
                         break
-    direct = sorted({m for c in changed_mods for m in importers.get(c, ())} - set(changed_mods))
-    seen = set(changed_mods)
-    queue = deque(changed_mods)
+    return importers, unparsed
+
+
+def _reaching(start: Iterable[str], importers: Mapping[str, set[str]]) -> set[str]:
+    seen = set(start)
+    queue = deque(seen)
     while queue:
         for m in importers.get(queue.popleft(), ()):
             if m not in seen:
                 seen.add(m)
                 queue.append(m)
-    transitive = sorted(seen - set(changed_mods))
+    return seen
+
+
+# --- reading only what the graph needs (issue 46) ------------------------------------
+#
+# A file can import module T only if T's last name appears in its text as a word (an
+# absolute import spells every part; a relative one the parts below the file's package)
+# or T is a package the file is in (`from . import x`, `from .. import y`). So of a large
+# tree's files whose imports are not in the cache, only those that could import a changed
+# module or one of its importers need parsing: read each once for its words, parse the
+# candidates, repeat with the importers found, until none is left. Python reads
+# identifiers NFKC-normalized, so a file with a non-ASCII byte is always a candidate.
+
+_WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def module_words(paths: Iterable[bytes]) -> frozenset[bytes]:
+    """The last parts of the module names of the Python files `paths` (ASCII ones)."""
+    _, modules = _modules(paths)
+    return frozenset(n.rpartition(".")[2].encode() for n in modules if n.isascii())
+
+
+def import_words(source: bytes, words: frozenset[bytes]) -> frozenset[bytes] | None:
+    """The `words` (see `module_words`) in `source`; None when it has a non-ASCII byte."""
+    if not source.isascii():
+        return None
+    return words.intersection(_WORD.findall(source))
+
+
+def files_to_parse(
+    changed: Sequence[bytes],
+    paths: Iterable[bytes],
+    imports: Mapping[bytes, tuple[RawImport, ...] | None],
+    words: Mapping[bytes, frozenset[bytes] | None],
+) -> set[bytes]:
+    """Of the files whose imports are unknown (`words`: their `import_words`), those that
+    could import a changed module or one of its importers found so far (`imports`: the
+    known ones). When it returns nothing, the import graph's counts over `imports` alone
+    are those of the whole tree."""
+    package_dirs, modules = _modules(paths)
+    changed_mods = {m for p in changed if (m := _module_name(p, package_dirs)) is not None}
+    known = frozenset(modules) | frozenset(changed_mods)
+    importers, _ = _importers(modules, lambda p: imports.get(p, ()), known)
+    reached = _reaching(changed_mods, importers)
+    last = {t.rpartition(".")[2].encode() for t in reached}
+    out: set[bytes] = set()
+    for name, p in modules.items():
+        if p not in words:
+            continue
+        found = words[p]
+        parts = name.split(".")
+        if (
+            found is None
+            or not found.isdisjoint(last)
+            or any(".".join(parts[:k]) in reached for k in range(1, len(parts)))
+        ):
+            out.add(p)
+    return out
+
+
+def _import_graph(
+    changed: Sequence[bytes],
+    tree_files: Mapping[bytes, bytes],
+    cache: ImportCache | None,
+    imports: Mapping[bytes, tuple[RawImport, ...] | None],
+) -> tuple[JsonDict, int, int]:
+    py = sorted({p for p in tree_files if p.endswith(b".py")} | set(imports))
+    package_dirs, modules = _modules(py)
+    changed_mods = sorted({m for p in changed if (m := _module_name(p, package_dirs)) is not None})
+    known = frozenset(modules) | frozenset(changed_mods)
+
+    def raws_of(p: bytes) -> tuple[RawImport, ...] | None:
+        if p in imports:
+            return imports[p]
+        # a changed file (gate/policy/scan.py put its imports in `cache`), or one whose
+        # imports need not be known (b"": see `files_to_parse`)
+        src = tree_files[p]
+        return _raw_imports(src, cache) if len(src) <= MAX_PARSE_BYTES else None
+
+    importers, unparsed = _importers(modules, raws_of, known)
+    direct = sorted({m for c in changed_mods for m in importers.get(c, ())} - set(changed_mods))
+    transitive = sorted(_reaching(changed_mods, importers) - set(changed_mods))
     detail: JsonDict = {
         "name": "import-graph",
         "ran": True,

@@ -108,29 +108,42 @@ def _size(n: int) -> str:
 
 
 def _tree_imports(
-    evidence: EvidenceSource, ids: dict[bytes, BlobId], index: usercache.BlobIndex[Imports]
+    evidence: EvidenceSource,
+    ids: dict[bytes, BlobId],
+    index: usercache.BlobIndex[Imports],
+    changed: list[bytes],
+    present: list[bytes],
 ) -> tuple[dict[bytes, Imports], str | None]:
-    """The imports of the tree's Python files (`ids`: path -> blob id) from `index`, else
-    read and parsed one at a time, in path order, up to MAX_PARSED_BYTES of sources; past
-    that, why the import graph is incomplete."""
-    out: dict[bytes, Imports] = {}
-    parsed = 0
+    """The imports the import graph needs of the tree's unchanged Python files (`ids`:
+    path -> blob id; `present`: the tree's other Python files): from `index` where it has
+    them; of the others, each read once for its words and only those that could import a
+    changed module or one of its importers parsed (`blast.files_to_parse`), up to
+    MAX_PARSED_BYTES anew; past that, why the import graph is incomplete."""
+    known: dict[bytes, Imports] = {}
+    words: dict[bytes, frozenset[bytes] | None] = {}
+    names = blast.module_words([*ids, *present])
     for path, blob in sorted(ids.items()):
         if blob in index:
-            out[path] = index[blob]
-            continue
-        source = evidence.read_blob(blob)
-        parsed += len(source)
-        if parsed > MAX_PARSED_BYTES:
-            return out, (
-                f"the tree's Python sources not yet in the cache are over the "
-                f"{_size(MAX_PARSED_BYTES)} the import graph parses in one run "
-                f"({len(out)} of {len(ids)} files read)"
-            )
-        out[path] = found = blast.imports_from_source(source)
-        if len(source) <= blast.MAX_PARSE_BYTES:
-            index[blob] = found
-    return out, None
+            known[path] = index[blob]
+        else:
+            words[path] = blast.import_words(evidence.read_blob(blob), names)
+    parsed = 0
+    paths = [*ids, *present]
+    while want := blast.files_to_parse(changed, paths, known, words):
+        for path in sorted(want):
+            source = evidence.read_blob(ids[path])
+            parsed += len(source)
+            if parsed > MAX_PARSED_BYTES:
+                return known, (
+                    f"the tree's Python sources not yet in the cache that the import graph "
+                    f"needs are over the {_size(MAX_PARSED_BYTES)} it parses in one run "
+                    f"({len(known)} of {len(ids)} files read)"
+                )
+            known[path] = found = blast.imports_from_source(source)
+            del words[path]
+            if len(source) <= blast.MAX_PARSE_BYTES:
+                index[ids[path]] = found
+    return known, None
 
 
 def judge_policy(
@@ -181,7 +194,9 @@ def judge_policy(
             )
         else:
             tree_files.update(dict.fromkeys(ids, b""))  # present; their imports below
-            tree_imports, unanalyzed = _tree_imports(evidence, ids, index)
+            changed_py = sorted(p for p in changed if p.endswith(b".py"))
+            present = [p for p in tree_files if p.endswith(b".py") and p not in ids]
+            tree_imports, unanalyzed = _tree_imports(evidence, ids, index, changed_py, present)
     binaries = policy.binary_scan_paths(ev.inventory, max_bytes=MAX_SCANNED_BINARY_BYTES)
     if binaries:
         binary_files = evidence.read_tree_files(
