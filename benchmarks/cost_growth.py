@@ -9,9 +9,9 @@ a whole `proofgate policy --json` process runs on a cold per-user cache, interle
 the baseline in the same run: `git diff --numstat` on the same two commits followed by a
 Python process that parses every changed file once (`ast.parse`) — the least a
 reviewer of the change's Python could do. Each row shows tree files, tree bytes, changed
-files, changed lines, the medians, the ratio proofgate / baseline and proofgate's peak
-memory (`ru_maxrss` of the children, in a fresh process per run so the figure is that
-run's own).
+files, changed lines, the medians, the ratio proofgate / baseline, proofgate's peak
+memory (`ru_maxrss` of the `proofgate policy` process, a fresh one per run) and that of
+the git processes it starts (their largest).
 
 With `--binary-mb` a last row measures a patch that adds a binary file of that size.
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -92,7 +91,7 @@ def generate(path: Path, point: Point, seed: int = 46) -> tuple[int, int]:
     lines = 0
     step = max(1, point.files // max(1, point.changed))
     for n in range(point.changed):
-        i = (n * step) % point.files
+        i = (n * step + step // 2) % point.files  # spread over the tree, not its root first
         body = bodies[i] + b"\n\ndef added%d(x):\n    return x * %d\n" % (n, n)
         lines += 4
         index.add(
@@ -109,8 +108,8 @@ def generate(path: Path, point: Point, seed: int = 46) -> tuple[int, int]:
 
 
 _PEAK = (
-    "import resource; print(max(resource.getrusage(w).ru_maxrss for w in"
-    " (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) // 1024"
+    "import resource; print(*(resource.getrusage(w).ru_maxrss // 1024 for w in"
+    " (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))"
 )
 
 _POLICY = (
@@ -149,20 +148,20 @@ for _ in paths:
 """
 
 
-def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
-    """Seconds and peak RSS (MiB) of one child process (the last line of its stderr is
-    its own `ru_maxrss` when it prints one)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, tuple[int, int]]:
+    """Seconds of one child process, and the peak RSS (MiB) it printed of itself and of
+    its own children (git), when it prints them."""
     t0 = time.perf_counter()
     out = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - t0
     if out.returncode != 0:
         sys.stderr.write(out.stderr)
         raise SystemExit(f"{argv[:3]} exited {out.returncode}")
-    tail = out.stderr.strip().splitlines()
-    if tail and tail[-1].isdigit():
-        return elapsed, int(tail[-1])
-    return elapsed, max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) // 1024
+    tail = out.stderr.strip().splitlines()[-1:] or [""]
+    parts = tail[0].split()
+    if len(parts) == 2 and all(p.isdigit() for p in parts):
+        return elapsed, (int(parts[0]), int(parts[1]))
+    return elapsed, (0, 0)
 
 
 def measure(point: Point, repeats: int) -> dict[str, float | int]:
@@ -173,12 +172,12 @@ def measure(point: Point, repeats: int) -> dict[str, float | int]:
         config.write_text(CONFIG)
         ours: list[float] = []
         base: list[float] = []
-        peak = 0
+        peak = children = 0
         for r in range(repeats):
             env = {**os.environ, "XDG_CACHE_HOME": str(Path(tmp) / f"cache{r}")}  # cold
-            t, m = _timed([sys.executable, "-c", _POLICY, str(repo), str(config)], env)
+            t, (m, c) = _timed([sys.executable, "-c", _POLICY, str(repo), str(config)], env)
             ours.append(t)
-            peak = max(peak, m)
+            peak, children = max(peak, m), max(children, c)
             script = _BASELINE_BATCH if point.changed > 200 else _BASELINE
             base.append(_timed([sys.executable, "-c", script, str(repo)], env)[0])
         mo, mb = statistics.median(ours), statistics.median(base)
@@ -191,18 +190,20 @@ def measure(point: Point, repeats: int) -> dict[str, float | int]:
             "baseline_s": mb,
             "ratio": mo / mb,
             "peak_mib": peak,
+            "children_mib": children,
         }
 
 
 def table(rows: list[dict[str, float | int]]) -> str:
     head = (
         "| tree files | tree MiB | changed files | changed lines | policy (s) | baseline (s)"
-        " | ratio | peak MiB |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        " | ratio | peak MiB | git children MiB |\n"
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     )
     body = [
         f"| {r['tree_files']:,} | {r['tree_bytes'] / 2**20:.1f} | {r['changed_files']:,}"
         f" | {r['changed_lines']:,} | {r['policy_s']:.2f} | {r['baseline_s']:.2f}"
-        f" | {r['ratio']:.2f}x | {r['peak_mib']} |"
+        f" | {r['ratio']:.2f}x | {r['peak_mib']} | {r['children_mib']} |"
         for r in rows
     ]
     return "\n".join([head, *body])

@@ -2,7 +2,7 @@
 
 The patch is git's format as `git diff --full-index --binary -M` writes it: `diff --git`
 headers, full 40-hex `index` lines, `GIT binary patch` literal sections for binary
-files (written here, streamed: issue 46), mode changes, symlinks (target as the blob
+files (from `git diff --binary`, streamed: issue 46), mode changes, symlinks (target as the blob
 text), renames, deletions, and `Subproject commit` lines for gitlinks. Type changes
 appear as a deletion followed by an addition of the same path (like `git diff` without
 `-B`); the inventory folds them into one `type-changed` entry.
@@ -13,13 +13,11 @@ Re-application hands the captured bytes to `git apply --cached` in the private s
 
 from __future__ import annotations
 
-import base64
 import posixpath
 import re
 import shutil
 import subprocess
 import tempfile
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -78,10 +76,10 @@ def capture_patch(
     Raises:
         pygit2.GitError: an object cannot be read (the caller translates it).
     """
-    # Binary contents are written here, not by libgit2 (issue 46): its binary patch of a
-    # 100 MB blob held about 5 times the blob at once; this streams each blob from git
-    # through zlib into an unlinked temporary file, read back once as the patch's bytes,
-    # so a large binary costs about its encoded size (4/5 more than the blob) once
+    # Binary contents are not libgit2's (issue 46): its binary patch of a 100 MB blob held
+    # about 5 times the blob in this process; git writes them in a child, streamed into an
+    # unlinked temporary file that is read back once as the patch's bytes, so a large
+    # binary costs this process its encoded size (a fifth more than the blob) once
     diff = old_tree.diff_to_tree(new_tree)
     diff.find_similar(flags=DiffFind.FIND_RENAMES)
     with tempfile.TemporaryFile(prefix="proofgate-patch-") as out:
@@ -165,82 +163,48 @@ def _write(out: BinaryIO, head: bytes, body: Iterator[bytes]) -> None:
 
 
 _CHUNK = 1 << 20
-_LINE = 52  # bytes of deflated data per line of a binary patch (git's)
-_LENGTH = (
-    [b""]
-    + [bytes([c]) for c in range(ord("A"), ord("Z") + 1)]
-    + [bytes([c]) for c in range(ord("a"), ord("z") + 1)]
-)
+_EMPTY_BLOB = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
 
 
 def _binary_patch(repo: pygit2.Repository, sides: list[tuple[str, int]]) -> Iterator[bytes]:
-    """`GIT binary patch` as git writes it: the new contents as a literal, then the old
-    (what `git apply -R` reads), each deflated and base85-encoded 52 bytes a line.
-    `sides`: (blob id, size) of the new and the old file."""
-    yield b"GIT binary patch\n"
-    for blob, size in sides:
-        if blob == _NO_ID:
-            yield from _literal(0, iter(()))
-        else:
-            yield from _literal(size, _blob_chunks(repo, pygit2.Oid(hex=blob)))
-        yield b"\n"
-
-
-def _blob_chunks(repo: pygit2.Repository, oid: pygit2.Oid) -> Iterator[bytes]:
-    """A blob's bytes about _CHUNK at a time: from `git cat-file` where git is installed,
-    so the blob is never whole in this process; else read whole through libgit2.
+    """`GIT binary patch` and its two hunks (new, then old contents), as git writes them:
+    `git diff --binary` of the two blobs, its output streamed a chunk at a time, so the
+    blobs and their encoding are held by git, never by this process. `sides`: (blob id,
+    size) of the new and the old file.
 
     Raises:
-        pygit2.GitError: the blob cannot be read (the caller translates it).
+        pygit2.GitError: git could not diff the blobs (the caller translates it).
     """
-    env = _git_env(Path(repo.path))
+    if _NO_ID in (sides[0][0], sides[1][0]):
+        repo.create_blob(b"")  # the missing side: the empty blob, in the private store
+    new, old = (_EMPTY_BLOB if blob == _NO_ID else blob for blob, _ in sides)
+    store = Path(repo.path)
+    attributes = store / "proofgate-binary-attributes"
+    attributes.write_bytes(b"* -diff\n")  # every file binary: libgit2 already said so
+    env = _git_env(store)
     git = shutil.which("git", path=env["PATH"])
     if git is None:
-        data = memoryview(_blob_bytes(repo, oid))
-        for at in range(0, len(data), _CHUNK):
-            yield bytes(data[at : at + _CHUNK])
-        return
+        raise pygit2.GitError("the git command-line tool is not installed")
+    argv = [git, "-c", f"core.attributesFile={attributes}", "diff", "--no-ext-diff"]
+    argv += ["--no-textconv", "--binary", "--full-index", "--no-renames", old, new]
+    header: bytes | None = b""
     with subprocess.Popen(  # noqa: S603 (fixed argv, no shell)
-        [git, "cat-file", "blob", str(oid)],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     ) as proc:
         out = proc.stdout
         while out is not None and (chunk := out.read(_CHUNK)):
+            if header is not None:  # git's own diff header, up to its binary patch
+                header += chunk
+                at = header.find(b"\nGIT binary patch\n")
+                if at < 0:
+                    continue
+                chunk, header = header[at + 1 :], None
             yield chunk
-    if proc.returncode != 0:
-        raise pygit2.GitError(f"git cat-file could not read blob {oid}")
-
-
-def _literal(size: int, chunks: Iterator[bytes]) -> Iterator[bytes]:
-    yield b"literal %d\n" % size
-    z = zlib.compressobj()
-    pending = b""
-    read = 0
-    for chunk in chunks:
-        read += len(chunk)
-        pending += z.compress(chunk)
-        cut = len(pending) - len(pending) % _LINE
-        yield _encode_lines(pending[:cut])
-        pending = pending[cut:]
-    if read != size:
-        raise pygit2.GitError(f"a blob of {size} bytes read as {read}")
-    yield _encode_lines(pending + z.flush())
-
-
-def _encode_lines(deflated: bytes) -> bytes:
-    """Lines of a binary patch: a length character, then the bytes in base85 (a line of
-    n bytes pads to a multiple of 4, as git's encoder does)."""
-    full = len(deflated) - len(deflated) % _LINE
-    text = base64.b85encode(deflated[:full])
-    width = _LINE // 4 * 5
-    lines = [b"z" + text[i : i + width] + b"\n" for i in range(0, len(text), width)]
-    rest = deflated[full:]
-    if rest:
-        lines.append(_LENGTH[len(rest)] + base64.b85encode(rest, pad=True) + b"\n")
-    return b"".join(lines)
+        err = proc.stderr.read() if proc.stderr is not None else b""
+    if proc.returncode != 0 or header is not None:
+        raise pygit2.GitError(
+            f"git diff --binary {old} {new} failed: {err.decode('utf-8', 'replace').strip()}"
+        )
 
 
 def _with_link_faults(entry: InventoryEntry, faults: LinkFaults) -> InventoryEntry:
