@@ -54,9 +54,8 @@ __all__ = [
     "Thresholds",
     "blast_radius",
     "blob_id",
-    "files_to_parse",
+    "GraphReader",
     "import_words",
-    "module_words",
     "imports_from_source",
     "imports_of",
     "parse_python",
@@ -305,48 +304,72 @@ def _reaching(start: Iterable[str], importers: Mapping[str, set[str]]) -> set[st
 _WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def module_words(paths: Iterable[bytes]) -> frozenset[bytes]:
-    """The last parts of the module names of the Python files `paths` (ASCII ones)."""
-    _, modules = _modules(paths)
-    return frozenset(n.rpartition(".")[2].encode() for n in modules if n.isascii())
-
-
 def import_words(source: bytes, words: frozenset[bytes]) -> frozenset[bytes] | None:
-    """The `words` (see `module_words`) in `source`; None when it has a non-ASCII byte."""
+    """The `words` (`GraphReader.words`) in `source`; None when it has a non-ASCII byte."""
     if not source.isascii():
         return None
     return words.intersection(_WORD.findall(source))
 
 
-def files_to_parse(
-    changed: Sequence[bytes],
-    paths: Iterable[bytes],
-    imports: Mapping[bytes, tuple[RawImport, ...] | None],
-    words: Mapping[bytes, frozenset[bytes] | None],
-) -> set[bytes]:
-    """Of the files whose imports are unknown (`words`: their `import_words`), those that
-    could import a changed module or one of its importers found so far (`imports`: the
-    known ones). When it returns nothing, the import graph's counts over `imports` alone
-    are those of the whole tree."""
-    package_dirs, modules = _modules(paths)
-    changed_mods = {m for p in changed if (m := _module_name(p, package_dirs)) is not None}
-    known = frozenset(modules) | frozenset(changed_mods)
-    importers, _ = _importers(modules, lambda p: imports.get(p, ()), known)
-    reached = _reaching(changed_mods, importers)
-    last = {t.rpartition(".")[2].encode() for t in reached}
-    out: set[bytes] = set()
-    for name, p in modules.items():
-        if p not in words:
-            continue
-        found = words[p]
+class GraphReader:
+    """Which of a large tree's files the import graph must parse (see above): built from
+    the changed files and every Python path of the tree, told the words of each file
+    whose imports are not known (`unknown`) and each file's imports as they become known
+    (`add`), it names the files to parse next (`wanted`) until none is left. Then the
+    graph's counts over the known imports alone are those of the whole tree."""
+
+    def __init__(self, changed: Sequence[bytes], paths: Iterable[bytes]) -> None:
+        package_dirs, self._modules = _modules(paths)
+        self._name = {p: n for n, p in self._modules.items()}
+        changed_mods = {m for p in changed if (m := _module_name(p, package_dirs)) is not None}
+        self._known = frozenset(self._modules) | frozenset(changed_mods)
+        self.words = frozenset(n.rpartition(".")[2].encode() for n in self._modules if n.isascii())
+        self._unknown: set[bytes] = set()
+        self._by_word: dict[bytes, set[bytes]] = {}  # a word -> the unknown files using it
+        self._by_package: dict[str, set[bytes]] = {}  # a package -> the unknown files in it
+        self._importers: dict[str, set[str]] = {}
+        self._reached: set[str] = set(changed_mods)
+        self._new: set[str] = set(changed_mods)  # reached since `wanted` last looked
+
+    def unknown(self, path: bytes, found: frozenset[bytes] | None) -> None:
+        """`path`'s imports are not known; `found`: its `import_words` of `self.words`."""
+        name = self._name.get(path)
+        if name is None:
+            return
+        self._unknown.add(path)
+        if found is None:
+            self._new.add(name)  # any name could be spelled otherwise: parse it
+            found = frozenset([name.rpartition(".")[2].encode()])
+        for w in found:
+            self._by_word.setdefault(w, set()).add(path)
         parts = name.split(".")
-        if (
-            found is None
-            or not found.isdisjoint(last)
-            or any(".".join(parts[:k]) in reached for k in range(1, len(parts)))
-        ):
-            out.add(p)
-    return out
+        for k in range(1, len(parts)):
+            self._by_package.setdefault(".".join(parts[:k]), set()).add(path)
+
+    def add(self, path: bytes, raws: tuple[RawImport, ...] | None) -> None:
+        """`path`'s imports are known (None: it does not parse)."""
+        self._unknown.discard(path)
+        name = self._name.get(path)
+        if name is None or raws is None:
+            return
+        importers, _ = _importers({name: path}, lambda p: raws, self._known)
+        for target, who in importers.items():
+            self._importers.setdefault(target, set()).update(who)
+        if name not in self._reached and not self._reached.isdisjoint(importers):
+            grown = _reaching([name], self._importers) - self._reached
+            self._reached |= grown
+            self._new |= grown
+
+    def wanted(self) -> set[bytes]:
+        """The unknown files that could import a module reached since last asked."""
+        new, self._new = self._new, set()
+        out: set[bytes] = set()
+        for t in new:
+            out |= self._by_word.get(t.rpartition(".")[2].encode(), set())
+            out |= self._by_package.get(t, set())
+            if self._modules.get(t) in self._unknown:  # a non-ASCII file itself
+                out.add(self._modules[t])
+        return out & self._unknown
 
 
 def _import_graph(

@@ -117,19 +117,18 @@ def _tree_imports(
     """The imports the import graph needs of the tree's unchanged Python files (`ids`:
     path -> blob id; `present`: the tree's other Python files): from `index` where it has
     them; of the others, each read once for its words and only those that could import a
-    changed module or one of its importers parsed (`blast.files_to_parse`), up to
+    changed module or one of its importers parsed (`blast.GraphReader`), up to
     MAX_PARSED_BYTES anew; past that, why the import graph is incomplete."""
     known: dict[bytes, Imports] = {}
-    words: dict[bytes, frozenset[bytes] | None] = {}
-    names = blast.module_words([*ids, *present])
+    reader = blast.GraphReader(changed, [*ids, *present])
     for path, blob in sorted(ids.items()):
         if blob in index:
             known[path] = index[blob]
+            reader.add(path, known[path])
         else:
-            words[path] = blast.import_words(evidence.read_blob(blob), names)
+            reader.unknown(path, blast.import_words(evidence.read_blob(blob), reader.words))
     parsed = 0
-    paths = [*ids, *present]
-    while want := blast.files_to_parse(changed, paths, known, words):
+    while want := reader.wanted():
         for path in sorted(want):
             source = evidence.read_blob(ids[path])
             parsed += len(source)
@@ -140,7 +139,7 @@ def _tree_imports(
                     f"({len(known)} of {len(ids)} files read)"
                 )
             known[path] = found = blast.imports_from_source(source)
-            del words[path]
+            reader.add(path, found)
             if len(source) <= blast.MAX_PARSE_BYTES:
                 index[ids[path]] = found
     return known, None

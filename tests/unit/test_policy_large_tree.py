@@ -152,6 +152,9 @@ def _random_tree(rng: random.Random, n: int) -> dict[bytes, bytes]:
                 )
             )
         tree[p.encode()] = ("\n".join(lines) + "\n").encode()
+    # Python reads identifiers NFKC-normalized: "ｍ" is "m", so this imports a module m<i>
+    # whose name its bytes do not spell
+    tree[b"a/wide.py"] = f"from a import ｍ{rng.randrange(n)}\n".encode()
     return tree
 
 
@@ -179,14 +182,22 @@ def test_parsing_only_the_files_that_could_import_a_changed_module_counts_the_sa
     tree = _random_tree(rng, 60)
     changed = rng.sample(sorted(tree), 3)
     whole = _radius(changed, tree, None)
-    # as judge_policy reads a large tree: the changed files whole, the others by words
-    names = blast.module_words(tree)
-    words = {p: blast.import_words(s, names) for p, s in tree.items() if p not in changed}
-    known: dict[bytes, tuple[blast.RawImport, ...] | None] = {}
-    while want := blast.files_to_parse(changed, tree, known, words):
+    # as judge_policy reads a large tree: the changed files whole, some imports from the
+    # cache, the others by their words, parsed only when they could matter
+    others = [p for p in sorted(tree) if p not in changed]
+    cached = set(rng.sample(others, 10))
+    reader = blast.GraphReader(changed, tree)
+    known = {p: blast.imports_from_source(tree[p]) for p in cached}
+    for p in others:
+        if p in cached:
+            reader.add(p, known[p])
+        else:
+            reader.unknown(p, blast.import_words(tree[p], reader.words))
+    while want := reader.wanted():
         for p in want:
+            assert p not in known
             known[p] = blast.imports_from_source(tree[p])
-            del words[p]
+            reader.add(p, known[p])
     present = {p: (tree[p] if p in changed else b"") for p in tree}
     read = _radius(changed, present, known)
     assert read.future == whole.future
@@ -194,3 +205,20 @@ def test_parsing_only_the_files_that_could_import_a_changed_module_counts_the_sa
     expected = whole.detail["future"]["analyzers"][0]  # type: ignore[index]
     for key in ("direct_importers", "direct_importers_count", "transitive_importers_count"):
         assert graph[key] == expected[key], key  # type: ignore[index]
+
+
+def test_a_name_spelled_in_other_unicode_is_read() -> None:
+    # "ｃore" is "core" to Python (NFKC): its bytes do not spell the word, so any file
+    # with a non-ASCII byte is parsed
+    tree = {
+        b"pkg/__init__.py": b"",
+        b"pkg/core.py": b"x = 1\n",
+        b"pkg/wide.py": "from pkg import ｃore\n".encode(),
+        b"pkg/other.py": b"import json\n",
+    }
+    reader = blast.GraphReader([b"pkg/core.py"], tree)
+    for p in (b"pkg/wide.py", b"pkg/other.py"):
+        reader.unknown(p, blast.import_words(tree[p], reader.words))
+    assert reader.wanted() == {b"pkg/wide.py"}
+    reader.add(b"pkg/wide.py", blast.imports_from_source(tree[b"pkg/wide.py"]))
+    assert reader.wanted() == set()
