@@ -22,6 +22,7 @@ Docker is not needed (the policy runs nothing).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import random
 import statistics
@@ -107,6 +108,13 @@ def generate(path: Path, point: Point, seed: int = 46) -> tuple[int, int]:
     return total, lines
 
 
+_GENERATE = """
+import sys
+from pathlib import Path
+from benchmarks.cost_growth import Point, generate
+print(*generate(Path(sys.argv[1]), Point(*map(int, sys.argv[2:]))))
+"""
+
 _PEAK = (
     "import resource; print(*(resource.getrusage(w).ru_maxrss // 1024 for w in"
     " (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))"
@@ -167,7 +175,15 @@ def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, tuple[int, int]
 def measure(point: Point, repeats: int) -> dict[str, float | int]:
     with tempfile.TemporaryDirectory(prefix="proofgate-growth-") as tmp:
         repo = Path(tmp) / "repo"
-        tree_bytes, lines = generate(repo, point)
+        # generated in a child: a process started from a large parent inherits the
+        # parent's peak as its own ru_maxrss (Linux counts it until exec)
+        made = subprocess.run(
+            [sys.executable, "-c", _GENERATE, str(repo), *map(str, dataclasses.astuple(point))],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        tree_bytes, lines = map(int, made.stdout.split())
         config = Path(tmp) / "proofgate.yml"
         config.write_text(CONFIG)
         ours: list[float] = []
