@@ -35,7 +35,12 @@ from gate.model import (
 from gate.policy.blast import ImportCache, RawImport, Thresholds, blast_radius
 from gate.policy.catalog import CATALOG
 from gate.policy.context import Context, Rule, basename
-from gate.policy.manifests import PYTHON_READ_WHOLE, is_build_time_path
+from gate.policy.manifests import (
+    PYTHON_READ_WHOLE,
+    is_build_time_path,
+    is_lockfile,
+    is_requirements_file,
+)
 from gate.policy.manifests import wants_tree_file as _manifest_or_source
 from gate.policy.patch import FileDiff, parse_patch
 from gate.policy.paths import (
@@ -69,6 +74,7 @@ __all__ = [
     "validate_rule_ids",
     "wants_tree_file",
     "wants_tree_imports_only",
+    "wants_tree_path_only",
 ]
 
 # Bump whenever a rule's id, default or behaviour changes: it is part of the fingerprint,
@@ -175,6 +181,12 @@ def wants_tree_imports_only(path: bytes) -> bool:
     their imports (`evaluate(tree_imports=...)`) and that they exist (b"" in
     `tree_files`), so a large tree's sources need not be held at once (issue 46)."""
     return path.endswith(b".py") and basename(path) not in PYTHON_READ_WHOLE
+
+
+def wants_tree_path_only(path: bytes) -> bool:
+    """Files of the proven tree of which, unchanged, only the existence matters
+    (lockfiles: `lockfile-drift`): b"" in `tree_files` is enough, however large they are."""
+    return is_lockfile(path) and not is_requirements_file(path) and not is_pytest_config(path)
 
 
 def wants_base_file(entry: InventoryEntry) -> bytes | None:

@@ -155,7 +155,8 @@ def judge_policy(
     tags: TagOracle | None = None,
 ) -> PolicyResult:
     """The policy as `prove` runs it (and benchmarks/replay.py measures it): the proven
-    tree's manifests, lockfiles and changed Python files (up to MAX_ANALYZED_BYTES), the
+    tree's manifests and changed files (up to MAX_ANALYZED_BYTES; unchanged lockfiles by
+    name only), the
     imports of its other Python files (read one at a time, up to MAX_PARSED_BYTES parsed
     anew; past either bound the import graph is named incomplete, never silently weaker),
     the binary files the patch adds (up to MAX_SCANNED_BINARY_BYTES, read from head's
@@ -175,24 +176,26 @@ def judge_policy(
     if ev.proven_tree is not None:
         index = index if index is not None else import_index()
         changed = {p for e in ev.inventory for p in (e.path, e.old_path) if p is not None}
+
+        def by_id(p: bytes) -> bool:  # unchanged files whose contents are not held
+            return p not in changed and (
+                policy.wants_tree_imports_only(p) or policy.wants_tree_path_only(p)
+            )
+
         tree_files = evidence.read_tree_files(
             ev.proven_tree,
-            lambda p: (
-                policy.wants_tree_file(p)
-                and (p in changed or not policy.wants_tree_imports_only(p))
-            ),
+            lambda p: policy.wants_tree_file(p) and not by_id(p),
             max_bytes=MAX_ANALYZED_BYTES,
         )
-        ids = evidence.read_tree_blob_ids(
-            ev.proven_tree, lambda p: p not in changed and policy.wants_tree_imports_only(p)
-        )
+        listed = evidence.read_tree_blob_ids(ev.proven_tree, by_id)
+        ids = {p: b for p, b in listed.items() if policy.wants_tree_imports_only(p)}
         if tree_files is None:
             unanalyzed = (
-                "the proven tree's manifests, lockfiles and changed Python files are over "
+                "the proven tree's manifests and changed Python files are over "
                 f"the {_size(MAX_ANALYZED_BYTES)} the policy reads"
             )
         else:
-            tree_files.update(dict.fromkeys(ids, b""))  # present; their imports below
+            tree_files.update(dict.fromkeys(listed, b""))  # present; imports below
             changed_py = sorted(p for p in changed if p.endswith(b".py"))
             present = [p for p in tree_files if p.endswith(b".py") and p not in ids]
             tree_imports, unanalyzed = _tree_imports(evidence, ids, index, changed_py, present)

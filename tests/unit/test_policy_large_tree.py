@@ -222,3 +222,19 @@ def test_a_name_spelled_in_other_unicode_is_read() -> None:
     assert reader.wanted() == {b"pkg/wide.py"}
     reader.add(b"pkg/wide.py", blast.imports_from_source(tree[b"pkg/wide.py"]))
     assert reader.wanted() == set()
+
+
+def test_an_unchanged_lockfile_counts_by_name_not_by_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_repo(tmp_path)
+    config = b"version: 1\nimage: python:3.12-slim\nchecks:\n  - {name: t, test: 'true'}\n"
+    files = {b".github/proofgate.yml": config, b"pyproject.toml": b"[project]\nname = 'x'\n"}
+    base = commit(repo, {**files, b"uv.lock": b"#" * 8192}, message="base")
+    change = {b"pyproject.toml": b"[project]\nname = 'x'\ndependencies = ['y']\n"}
+    commit(repo, change, branch="pr", parent=base, message="pr")
+    small = _policy(repo_dir(repo), tmp_path / "c1", capsys)
+    monkeypatch.setattr(policy_run, "MAX_ANALYZED_BYTES", 4096)  # under the lockfile's size
+    large = _policy(repo_dir(repo), tmp_path / "c2", capsys)
+    assert large == small
+    assert _graph(large[1])["ran"] is True
