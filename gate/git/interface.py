@@ -50,6 +50,16 @@ class EvidenceSource(Protocol):
         or None when they would exceed `max_bytes` in total."""
         ...
 
+    def read_tree_blob_ids(
+        self, tree: TreeId, wanted: Callable[[bytes], bool]
+    ) -> dict[bytes, BlobId]:
+        """The blob ids of `tree`'s regular files that `wanted` selects (nothing is read)."""
+        ...
+
+    def read_blob(self, blob: BlobId) -> bytes:
+        """One blob of the object store the evidence was captured into."""
+        ...
+
     def entry_mode(self, tree: TreeId, path: bytes) -> int | None:
         """The git mode of `tree`'s entry at `path` (e.g. 0o120000 a symlink), or None."""
         ...

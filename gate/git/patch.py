@@ -1,11 +1,11 @@
 """The patch (SPEC §1): capture merge-base -> head exactly, inventory it, re-apply it.
 
 The patch is git's format as `git diff --full-index --binary -M` writes it: `diff --git`
-headers, full 40-hex `index` lines, `GIT binary patch` literal/delta sections for binary
-files, mode changes, symlinks (target as the blob text), renames, deletions, and
-`Subproject commit` lines for gitlinks. Type changes appear as a deletion followed by an
-addition of the same path (like `git diff` without `-B`); the inventory folds them into
-one `type-changed` entry.
+headers, full 40-hex `index` lines, `GIT binary patch` literal sections for binary
+files (from `git diff --binary`, streamed: issue 46), mode changes, symlinks (target as the blob
+text), renames, deletions, and `Subproject commit` lines for gitlinks. Type changes
+appear as a deletion followed by an addition of the same path (like `git diff` without
+`-B`); the inventory folds them into one `type-changed` entry.
 
 Re-application hands the captured bytes to `git apply --cached` in the private store
 (see `apply_patch`).
@@ -17,11 +17,14 @@ import posixpath
 import re
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import BinaryIO
 
 import pygit2
-from pygit2.enums import DeltaStatus, DiffFind, DiffOption, FileMode
+from pygit2.enums import DeltaStatus, DiffFind, FileMode
 
 from gate.errors import RepoError
 from gate.git.store import git_env
@@ -73,9 +76,35 @@ def capture_patch(
     Raises:
         pygit2.GitError: an object cannot be read (the caller translates it).
     """
-    diff = old_tree.diff_to_tree(new_tree, flags=DiffOption.SHOW_BINARY)
+    # Binary contents are not libgit2's (issue 46): its binary patch of a 100 MB blob held
+    # about 5 times the blob in this process; git writes them in a child, streamed into an
+    # unlinked temporary file that is read back once as the patch's bytes, so a large
+    # binary costs this process its encoded size (a fifth more than the blob) once
+    diff = old_tree.diff_to_tree(new_tree)
     diff.find_similar(flags=DiffFind.FIND_RENAMES)
-    sections: list[bytes] = []
+    with tempfile.TemporaryFile(prefix="proofgate-patch-") as out:
+        entries, notes, complete = _write_patch(repo, diff, out)
+        out.seek(0)
+        data = out.read()
+    merged = _fold_type_changes(entries)
+    if any(e.new_mode == _MODE_LINK for e in merged):
+        # a chain of links can leave the tree where no single link's text does, or loop
+        faults = link_faults(repo, new_tree)
+        merged = [_with_link_faults(e, faults) if e.new_mode == _MODE_LINK else e for e in merged]
+    return CapturedPatch(
+        data=data,
+        inventory=tuple(merged),
+        notes=tuple(dict.fromkeys(notes)),
+        complete=complete,
+    )
+
+
+def _write_patch(
+    repo: pygit2.Repository, diff: pygit2.Diff, out: BinaryIO
+) -> tuple[list[InventoryEntry], list[str], bool]:
+    """Every section of `diff` into `out`: the inventory entries, coverage notes and
+    whether every change could be captured."""
+    last = 0  # where the last section written starts
     entries: list[InventoryEntry] = []
     notes: list[str] = []
     complete = True
@@ -84,13 +113,17 @@ def capture_patch(
             continue
         data: bytes = patch.data
         delta = patch.delta
-        if delta.old_file.id == delta.new_file.id and data.endswith(b" differ\n"):
-            # libgit2 writes "Binary files a/x and b/x differ" for a binary file whose
-            # mode (or name) changed but whose content did not; git writes no such line,
-            # and the parser refuses it. The content is identical, so nothing is lost.
-            head, _, last = data[:-1].rpartition(b"\n")
-            if last.startswith(b"Binary files "):
+        body: Iterator[bytes] = iter(())
+        if data.endswith(b" differ\n"):
+            # "Binary files a/x and b/x differ": git writes the contents instead, or
+            # nothing for a binary file whose mode (or name) changed but whose content
+            # did not (the parser refuses the line; the content is identical)
+            head, _, line = data[:-1].rpartition(b"\n")
+            if line.startswith(b"Binary files "):
                 data = head + b"\n"
+                if delta.old_file.id != delta.new_file.id:
+                    sides = [(str(f.id), int(f.size)) for f in (delta.new_file, delta.old_file)]
+                    body = _binary_patch(repo, sides)
         entry = _inventory_entry(repo, patch)
         if entry is None:
             complete = False
@@ -99,12 +132,8 @@ def capture_patch(
                 f"{delta.status_char()!r} cannot be captured"
             )
             continue
-        if entry.binary and b"GIT binary patch" not in data and b"\nBinary files " in data:
-            complete = False
-            notes.append(
-                f"{entry.display}: binary content could not be captured whole "
-                "(the diff engine gave no binary patch)"
-            )
+        notes.extend(_coverage_notes(repo, patch, entry))
+        del patch, delta  # libgit2's copy of the contents goes before the body is written
         if (
             entry.status is ChangeStatus.DELETED
             and entries
@@ -113,23 +142,69 @@ def capture_patch(
         ):
             # libgit2's rename detection splits a type change as addition then deletion;
             # git apply wants the deletion first (as `git diff` writes it)
-            sections.insert(len(sections) - 1, data)
+            out.seek(last)
+            added = out.read()
+            out.seek(last)
+            out.truncate()
+            _write(out, data, body)
+            out.write(added)
             entries.insert(len(entries) - 1, entry)
         else:
-            sections.append(data)
+            last = out.tell()
+            _write(out, data, body)
             entries.append(entry)
-        notes.extend(_coverage_notes(repo, patch, entry))
-    merged = _fold_type_changes(entries)
-    if any(e.new_mode == _MODE_LINK for e in merged):
-        # a chain of links can leave the tree where no single link's text does, or loop
-        faults = link_faults(repo, new_tree)
-        merged = [_with_link_faults(e, faults) if e.new_mode == _MODE_LINK else e for e in merged]
-    return CapturedPatch(
-        data=b"".join(sections),
-        inventory=tuple(merged),
-        notes=tuple(dict.fromkeys(notes)),
-        complete=complete,
-    )
+    return entries, notes, complete
+
+
+def _write(out: BinaryIO, head: bytes, body: Iterator[bytes]) -> None:
+    out.write(head)
+    for piece in body:
+        out.write(piece)
+
+
+_CHUNK = 1 << 20
+_EMPTY_BLOB = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
+
+
+def _binary_patch(repo: pygit2.Repository, sides: list[tuple[str, int]]) -> Iterator[bytes]:
+    """`GIT binary patch` and its two hunks (new, then old contents), as git writes them:
+    `git diff --binary` of the two blobs, its output streamed a chunk at a time, so the
+    blobs and their encoding are held by git, never by this process. `sides`: (blob id,
+    size) of the new and the old file.
+
+    Raises:
+        pygit2.GitError: git could not diff the blobs (the caller translates it).
+    """
+    if _NO_ID in (sides[0][0], sides[1][0]):
+        repo.create_blob(b"")  # the missing side: the empty blob, in the private store
+    new, old = (_EMPTY_BLOB if blob == _NO_ID else blob for blob, _ in sides)
+    store = Path(repo.path)
+    attributes = store / "proofgate-binary-attributes"
+    attributes.write_bytes(b"* -diff\n")  # every file binary: libgit2 already said so
+    env = _git_env(store)
+    git = shutil.which("git", path=env["PATH"])
+    if git is None:
+        raise pygit2.GitError("the git command-line tool is not installed")
+    argv = [git, "-c", f"core.attributesFile={attributes}", "diff", "--no-ext-diff"]
+    argv += ["--no-textconv", "--binary", "--full-index", "--no-renames", old, new]
+    header: bytes | None = b""
+    with subprocess.Popen(  # noqa: S603 (fixed argv, no shell)
+        argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as proc:
+        out = proc.stdout
+        while out is not None and (chunk := out.read(_CHUNK)):
+            if header is not None:  # git's own diff header, up to its binary patch
+                header += chunk
+                at = header.find(b"\nGIT binary patch\n")
+                if at < 0:
+                    continue
+                chunk, header = header[at + 1 :], None
+            yield chunk
+        err = proc.stderr.read() if proc.stderr is not None else b""
+    if proc.returncode != 0 or header is not None:
+        raise pygit2.GitError(
+            f"git diff --binary {old} {new} failed: {err.decode('utf-8', 'replace').strip()}"
+        )
 
 
 def _with_link_faults(entry: InventoryEntry, faults: LinkFaults) -> InventoryEntry:

@@ -385,13 +385,50 @@ class GitRepository:
         Raises:
             RepoError: the tree is not readable.
         """
-        repo = self._store.git if self._store is not None else self._repo
+        repo = self._evidence_git()
+        out: dict[bytes, bytes] = {}
+        total = 0
+        for path, oid in self._regular_files(tree, wanted):
+            data = repo.odb.read(oid)[1]
+            total += len(data)
+            if total > max_bytes:
+                return None
+            out[path] = bytes(data)
+        return out
+
+    def read_tree_blob_ids(
+        self, tree: TreeId, wanted: Callable[[bytes], bool]
+    ) -> dict[bytes, BlobId]:
+        """The blob ids of the regular files of `tree` (private store) that `wanted`
+        selects; no file is read.
+
+        Raises:
+            RepoError: the tree is not readable.
+        """
+        return {path: BlobId(str(oid)) for path, oid in self._regular_files(tree, wanted)}
+
+    def read_blob(self, blob: BlobId) -> bytes:
+        """One blob of the private store (or the user's repository before a capture).
+
+        Raises:
+            RepoError: no such blob.
+        """
+        try:
+            return bytes(self._evidence_git().odb.read(pygit2.Oid(hex=blob))[1])
+        except (KeyError, ValueError, pygit2.GitError) as e:
+            raise RepoError(f"blob {blob} is not in the object store: {e}") from e
+
+    def _evidence_git(self) -> pygit2.Repository:
+        return self._store.git if self._store is not None else self._repo
+
+    def _regular_files(
+        self, tree: TreeId, wanted: Callable[[bytes], bool]
+    ) -> Iterator[tuple[bytes, pygit2.Oid]]:
+        repo = self._evidence_git()
         try:
             root = repo[pygit2.Oid(hex=tree)].peel(pygit2.Tree)
         except (KeyError, ValueError, pygit2.GitError) as e:
             raise RepoError(f"tree {tree} is not in the object store: {e}") from e
-        out: dict[bytes, bytes] = {}
-        total = 0
         stack: list[tuple[bytes, pygit2.Tree]] = [(b"", root)]
         while stack:
             prefix, node = stack.pop()
@@ -401,12 +438,7 @@ class GitRepository:
                 if mode == int(FileMode.TREE):
                     stack.append((path + b"/", repo[entry.id].peel(pygit2.Tree)))
                 elif mode in _REGULAR and wanted(path):
-                    data = repo.odb.read(entry.id)[1]
-                    total += len(data)
-                    if total > max_bytes:
-                        return None
-                    out[path] = bytes(data)
-        return out
+                    yield path, entry.id
 
     def archive(
         self,

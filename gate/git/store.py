@@ -21,6 +21,12 @@ __all__ = ["PrivateStore", "git_env", "objects_dir"]
 
 log = logging.getLogger("gate")
 
+# libgit2 maps pack files in windows of 1 GiB and keeps up to 8 GiB mapped; the pages it
+# reads stay resident, so reading one 100 MB blob from a pack costs its size once more for
+# the rest of the process (issue 46). Smaller windows, fewer kept: the memory is bounded.
+pygit2.settings.mwindow_size = 8 * 2**20
+pygit2.settings.mwindow_mapped_limit = 32 * 2**20
+
 
 def git_env(home: Path, *, git_dir: Path | None = None, **extra: str) -> dict[str, str]:
     """The whole environment of a git subprocess, built from scratch.

@@ -32,11 +32,16 @@ from gate.model import (
     Sha256,
     worst_decision,
 )
-from gate.policy.blast import ImportCache, Thresholds, blast_radius
+from gate.policy.blast import ImportCache, RawImport, Thresholds, blast_radius
 from gate.policy.catalog import CATALOG
 from gate.policy.ci import ci_lookups, ci_record
-from gate.policy.context import Context, Rule
-from gate.policy.manifests import is_build_time_path
+from gate.policy.context import Context, Rule, basename
+from gate.policy.manifests import (
+    PYTHON_READ_WHOLE,
+    is_build_time_path,
+    is_lockfile,
+    is_requirements_file,
+)
 from gate.policy.manifests import wants_tree_file as _manifest_or_source
 from gate.policy.patch import FileDiff, parse_patch
 from gate.policy.paths import (
@@ -46,6 +51,7 @@ from gate.policy.paths import (
     is_git_plumbing_path,
 )
 from gate.policy.pinbump import MAX_LOOKUPS, PinTags, TagAnswer, lookups, pin_candidate, pin_moves
+from gate.policy.scan import scan_changed
 from gate.policy.testing import is_pytest_config
 from gate.policy.workflows import AuditFinding, CiAudit, CiFiles, wants_ci_file
 from gate.util.journal import canonical_json
@@ -73,6 +79,8 @@ __all__ = [
     "validate_rule_ids",
     "wants_ci_file",
     "wants_tree_file",
+    "wants_tree_imports_only",
+    "wants_tree_path_only",
 ]
 
 # Bump whenever a rule's id, default or behaviour changes: it is part of the fingerprint,
@@ -93,6 +101,8 @@ __all__ = [
 # 5: SPEC §2.1, CI judged by reach: ci-privilege-changed, ci-privileged-job-changed,
 #    ci-action-unverified, ci-audit-finding hold; ci-workflow-changed is the ALLOW record
 #    of the jobs a change touched; `ci.default-token` is part of the fingerprint.
+#    Also: blast-radius-future holds a change whose import graph did not complete,
+#    naming why (a large tree gets no weaker rules than a small one: issue 46).
 CATALOG_VERSION: Final[str] = "5"
 DEFAULT_CONFIG_PATH: Final[str] = ".github/proofgate.yml"
 
@@ -174,6 +184,19 @@ def wants_tree_file(path: bytes) -> bool:
     Python sources, structured manifests, lockfiles, and every file pytest may read its
     configuration from."""
     return _manifest_or_source(path) or is_pytest_config(path)
+
+
+def wants_tree_imports_only(path: bytes) -> bool:
+    """Python files of the proven tree whose contents no rule reads when unchanged: only
+    their imports (`evaluate(tree_imports=...)`) and that they exist (b"" in
+    `tree_files`), so a large tree's sources need not be held at once (issue 46)."""
+    return path.endswith(b".py") and basename(path) not in PYTHON_READ_WHOLE
+
+
+def wants_tree_path_only(path: bytes) -> bool:
+    """Files of the proven tree of which, unchanged, only the existence matters
+    (lockfiles: `lockfile-drift`): b"" in `tree_files` is enough, however large they are."""
+    return is_lockfile(path) and not is_requirements_file(path) and not is_pytest_config(path)
 
 
 def wants_base_file(entry: InventoryEntry) -> bytes | None:
@@ -287,6 +310,8 @@ def evaluate(
     import_cache: ImportCache | None = None,
     pin_tags: PinTags | None = None,
     ci: CiFiles | None = None,
+    tree_imports: Mapping[bytes, tuple[RawImport, ...] | None] | None = None,
+    unanalyzed: str | None = None,
 ) -> PolicyResult:
     """Judge a change. Pure; total over any patch bytes.
 
@@ -315,6 +340,11 @@ def evaluate(
     holds both sides' workflow and action files whole (`wants_ci_file` selects them) and the
     auditor's findings: the CI rules judge a change to them by what it can reach (SPEC
     §2.1); without them a changed workflow is held, what it grants unread.
+    `tree_imports` (optional) are the imports of the tree's Python files that
+    `tree_files` holds no contents for (it may map them to b""): a large tree's import
+    graph without its sources in memory. `unanalyzed` (optional) says why the import
+    graph cannot be complete; it is recorded as not run, and a `policy.thresholds.future`
+    then holds the change, naming why (a large tree gets no weaker rules than a small one).
 
     Raises:
         ValueError: unknown rule ids in `spec.rules` (see `validate_rule_ids`).
@@ -336,6 +366,8 @@ def evaluate(
             or any(glob_match(g, p) for g in (*spec.protected, *spec.deny))
         )
 
+    imports: ImportCache = import_cache if import_cache is not None else {}
+    scans = scan_changed(by_path.values(), tree_files, base_files, imports)
     blast = blast_radius(
         entries,
         build_time=lambda p: is_build_time_path(p) or is_ci_path(p) or is_git_plumbing_path(p),
@@ -343,8 +375,12 @@ def evaluate(
         sensitive=sensitive,
         tree_files=tree_files,
         thresholds=thresholds,
-        import_cache=import_cache,
+        import_cache=imports,
+        tree_imports=tree_imports,
+        unanalyzed=unanalyzed,
     )
+    # not supplied (a caller's choice, or no proven tree: never PROVEN) is not incomplete
+    incomplete = {"future": unanalyzed} if unanalyzed is not None else {}
     th = thresholds
     ctx = Context(
         inventory=entries,
@@ -358,6 +394,8 @@ def evaluate(
         thresholds={"immediate": th.immediate, "future": th.future},
         pin_tags=pin_tags,
         ci=ci,
+        scans=scans,
+        incomplete=incomplete,
     )
     found: set[Finding] = set()
     for rule, check in CATALOG:  # every rule, every effect: nothing stops early

@@ -37,8 +37,9 @@ from __future__ import annotations
 import ast
 import hashlib
 import posixpath
+import re
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -53,6 +54,12 @@ __all__ = [
     "Thresholds",
     "blast_radius",
     "blob_id",
+    "GraphReader",
+    "import_words",
+    "imports_from_source",
+    "imports_of",
+    "parse_python",
+    "statements_of",
 ]
 
 FORMULA_VERSION = 1
@@ -125,20 +132,23 @@ def blob_id(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
-_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+_BLOCKS = ("body", "handlers", "orelse", "finalbody", "cases")  # in every node's _fields order
 
 
-def _statements(body: list[ast.stmt]) -> Iterator[ast.AST]:
-    """Every statement, nested ones too (an import is a statement: no expression is ever
-    searched, which is most of a module's nodes)."""
-    stack: list[ast.AST] = list(body)
-    while stack:
-        node = stack.pop()
-        yield node
+def statements_of(tree: ast.Module) -> list[ast.AST]:
+    """The module, its statements, nested ones too, and the except handlers and match
+    cases between them, in `ast.walk` order (breadth first): an import is a statement, so
+    no expression is ever searched, which is most of a module's nodes."""
+    out: list[ast.AST] = []
+    queue: deque[ast.AST] = deque([tree])
+    while queue:
+        node = queue.popleft()
+        out.append(node)
         for block in _BLOCKS:
             inner = getattr(node, block, None)
-            if isinstance(inner, list):
-                stack.extend(inner)
+            if inner:
+                queue.extend(inner)
+    return out
 
 
 def _raw_imports(source: bytes, cache: ImportCache | None) -> tuple[RawImport, ...] | None:
@@ -155,13 +165,31 @@ def _raw_imports(source: bytes, cache: ImportCache | None) -> tuple[RawImport, .
 
 @lru_cache(maxsize=16384)
 def _parse_imports(source: bytes) -> tuple[RawImport, ...] | None:
-    """The one place a file is parsed (remembered by content within a process)."""
+    """The one place a file of the tree is parsed for its imports alone (remembered by
+    content within a process); a changed file's imports come from gate/policy/scan.py,
+    which parses it once for every rule."""
+    tree = parse_python(source)
+    return None if tree is None else imports_of(statements_of(tree))
+
+
+def imports_from_source(source: bytes) -> tuple[RawImport, ...] | None:
+    """A tree file's imports, as the import graph reads them (None: over MAX_PARSE_BYTES,
+    or it does not parse)."""
+    return _parse_imports(source) if len(source) <= MAX_PARSE_BYTES else None
+
+
+def parse_python(source: bytes) -> ast.Module | None:
+    """The module, or None when it does not parse."""
     try:
-        tree = ast.parse(source)
+        return ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+
+
+def imports_of(statements: list[ast.AST]) -> tuple[RawImport, ...]:
+    """The imports among a module's `statements_of`."""
     out: list[RawImport] = []
-    for node in _statements(tree.body):
+    for node in statements:
         if isinstance(node, ast.Import):
             out.extend((0, a.name, ()) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -214,23 +242,28 @@ def _target(name: str, known: frozenset[str]) -> str | None:
     return None
 
 
-def _import_graph(
-    changed: Sequence[bytes], tree_files: Mapping[bytes, bytes], cache: ImportCache | None
-) -> tuple[JsonDict, int, int]:
-    py = sorted(p for p in tree_files if p.endswith(b".py"))
+def _modules(paths: Iterable[bytes]) -> tuple[frozenset[bytes], dict[str, bytes]]:
+    """The package directories and the module name -> path of the Python files `paths`."""
+    py = sorted(p for p in paths if p.endswith(b".py"))
     package_dirs = frozenset(posixpath.dirname(p) for p in py if p.endswith(b"/__init__.py"))
     modules: dict[str, bytes] = {}
     for p in py:
         name = _module_name(p, package_dirs)
         if name is not None:
             modules.setdefault(name, p)
-    changed_mods = sorted({m for p in changed if (m := _module_name(p, package_dirs)) is not None})
-    known = frozenset(modules) | frozenset(changed_mods)
-    importers: dict[str, set[str]] = {}  # target -> modules importing it
+    return package_dirs, modules
+
+
+def _importers(
+    modules: Mapping[str, bytes],
+    raws_of: Callable[[bytes], tuple[RawImport, ...] | None],
+    known: frozenset[str],
+) -> tuple[dict[str, set[str]], list[bytes]]:
+    """target -> the modules importing it, and the files that do not parse."""
+    importers: dict[str, set[str]] = {}
     unparsed: list[bytes] = []
     for name, p in modules.items():
-        src = tree_files[p]
-        raws = _raw_imports(src, cache) if len(src) <= MAX_PARSE_BYTES else None
+        raws = raws_of(p)
         if raws is None:
             unparsed.append(p)
             continue
@@ -244,15 +277,123 @@ def _import_graph(
                     t = t.rpartition(".")[0]
                     if t not in known:
                         break
-    direct = sorted({m for c in changed_mods for m in importers.get(c, ())} - set(changed_mods))
-    seen = set(changed_mods)
-    queue = deque(changed_mods)
+    return importers, unparsed
+
+
+def _reaching(start: Iterable[str], importers: Mapping[str, set[str]]) -> set[str]:
+    seen = set(start)
+    queue = deque(seen)
     while queue:
         for m in importers.get(queue.popleft(), ()):
             if m not in seen:
                 seen.add(m)
                 queue.append(m)
-    transitive = sorted(seen - set(changed_mods))
+    return seen
+
+
+# --- reading only what the graph needs (issue 46) ------------------------------------
+#
+# A file can import module T only if T's last name appears in its text as a word (an
+# absolute import spells every part; a relative one the parts below the file's package)
+# or T is a package the file is in (`from . import x`, `from .. import y`). So of a large
+# tree's files whose imports are not in the cache, only those that could import a changed
+# module or one of its importers need parsing: read each once for its words, parse the
+# candidates, repeat with the importers found, until none is left. Python reads
+# identifiers NFKC-normalized, so a file with a non-ASCII byte is always a candidate.
+
+_WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def import_words(source: bytes, words: frozenset[bytes]) -> frozenset[bytes] | None:
+    """The `words` (`GraphReader.words`) in `source`; None when it has a non-ASCII byte."""
+    if not source.isascii():
+        return None
+    return words.intersection(_WORD.findall(source))
+
+
+class GraphReader:
+    """Which of a large tree's files the import graph must parse (see above): built from
+    the changed files and every Python path of the tree, told the words of each file
+    whose imports are not known (`unknown`) and each file's imports as they become known
+    (`add`), it names the files to parse next (`wanted`) until none is left. Then the
+    graph's counts over the known imports alone are those of the whole tree."""
+
+    def __init__(self, changed: Sequence[bytes], paths: Iterable[bytes]) -> None:
+        package_dirs, self._modules = _modules(paths)
+        self._name = {p: n for n, p in self._modules.items()}
+        changed_mods = {m for p in changed if (m := _module_name(p, package_dirs)) is not None}
+        self._known = frozenset(self._modules) | frozenset(changed_mods)
+        self.words = frozenset(n.rpartition(".")[2].encode() for n in self._modules if n.isascii())
+        self._unknown: set[bytes] = set()
+        self._by_word: dict[bytes, set[bytes]] = {}  # a word -> the unknown files using it
+        self._by_package: dict[str, set[bytes]] = {}  # a package -> the unknown files in it
+        self._importers: dict[str, set[str]] = {}
+        self._reached: set[str] = set(changed_mods)
+        self._new: set[str] = set(changed_mods)  # reached since `wanted` last looked
+
+    def unknown(self, path: bytes, found: frozenset[bytes] | None) -> None:
+        """`path`'s imports are not known; `found`: its `import_words` of `self.words`."""
+        name = self._name.get(path)
+        if name is None:
+            return
+        self._unknown.add(path)
+        if found is None:
+            self._new.add(name)  # any name could be spelled otherwise: parse it
+            found = frozenset([name.rpartition(".")[2].encode()])
+        for w in found:
+            self._by_word.setdefault(w, set()).add(path)
+        parts = name.split(".")
+        for k in range(1, len(parts)):
+            self._by_package.setdefault(".".join(parts[:k]), set()).add(path)
+
+    def add(self, path: bytes, raws: tuple[RawImport, ...] | None) -> None:
+        """`path`'s imports are known (None: it does not parse)."""
+        self._unknown.discard(path)
+        name = self._name.get(path)
+        if name is None or raws is None:
+            return
+        importers, _ = _importers({name: path}, lambda p: raws, self._known)
+        for target, who in importers.items():
+            self._importers.setdefault(target, set()).update(who)
+        if name not in self._reached and not self._reached.isdisjoint(importers):
+            grown = _reaching([name], self._importers) - self._reached
+            self._reached |= grown
+            self._new |= grown
+
+    def wanted(self) -> set[bytes]:
+        """The unknown files that could import a module reached since last asked."""
+        new, self._new = self._new, set()
+        out: set[bytes] = set()
+        for t in new:
+            out |= self._by_word.get(t.rpartition(".")[2].encode(), set())
+            out |= self._by_package.get(t, set())
+            if self._modules.get(t) in self._unknown:  # a non-ASCII file itself
+                out.add(self._modules[t])
+        return out & self._unknown
+
+
+def _import_graph(
+    changed: Sequence[bytes],
+    tree_files: Mapping[bytes, bytes],
+    cache: ImportCache | None,
+    imports: Mapping[bytes, tuple[RawImport, ...] | None],
+) -> tuple[JsonDict, int, int]:
+    py = sorted({p for p in tree_files if p.endswith(b".py")} | set(imports))
+    package_dirs, modules = _modules(py)
+    changed_mods = sorted({m for p in changed if (m := _module_name(p, package_dirs)) is not None})
+    known = frozenset(modules) | frozenset(changed_mods)
+
+    def raws_of(p: bytes) -> tuple[RawImport, ...] | None:
+        if p in imports:
+            return imports[p]
+        # a changed file (gate/policy/scan.py put its imports in `cache`), or one whose
+        # imports need not be known (b"": see `files_to_parse`)
+        src = tree_files[p]
+        return _raw_imports(src, cache) if len(src) <= MAX_PARSE_BYTES else None
+
+    importers, unparsed = _importers(modules, raws_of, known)
+    direct = sorted({m for c in changed_mods for m in importers.get(c, ())} - set(changed_mods))
+    transitive = sorted(_reaching(changed_mods, importers) - set(changed_mods))
     detail: JsonDict = {
         "name": "import-graph",
         "ran": True,
@@ -278,8 +419,15 @@ def blast_radius(
     tree_files: Mapping[bytes, bytes] | None,
     thresholds: Thresholds | None,
     import_cache: ImportCache | None = None,
+    tree_imports: Mapping[bytes, tuple[RawImport, ...] | None] | None = None,
+    unanalyzed: str | None = None,
 ) -> BlastRadius:
-    """Both scores with their inputs (see the module doc for the formulas)."""
+    """Both scores with their inputs (see the module doc for the formulas).
+
+    `tree_imports` (optional) are the imports of Python files of the proven tree whose
+    contents `tree_files` does not hold (read by the caller one at a time, issue 46);
+    `unanalyzed` says why the import graph cannot be complete (the receipt shows it, and
+    the analyzer is recorded as not run)."""
     paths = [p for e in inventory for p in {e.path, e.old_path or e.path}]
     lines = sum(e.lines_added + e.lines_deleted for e in inventory)
     execs = [
@@ -312,13 +460,14 @@ def blast_radius(
     on_ci = sorted({p for p in paths if ci(p)})
     py_changed = sorted({p for p in paths if p.endswith(b".py")})
     analyzers: list[JsonDict] = []
-    if tree_files is None:
-        analyzers.append(
-            {"name": "import-graph", "ran": False, "why": "the proven tree was not supplied"}
-        )
+    if tree_files is None or unanalyzed is not None:
+        why = unanalyzed or "the proven tree was not supplied"
+        analyzers.append({"name": "import-graph", "ran": False, "why": why})
         direct = transitive = 0
     else:
-        graph, direct, transitive = _import_graph(py_changed, tree_files, import_cache)
+        graph, direct, transitive = _import_graph(
+            py_changed, tree_files, import_cache, tree_imports or {}
+        )
         analyzers.append(graph)
     analyzers.append(
         {

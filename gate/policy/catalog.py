@@ -68,7 +68,12 @@ def _threshold_rule(name: str) -> Check:
     def check(ctx: Context) -> Iterator[RawFinding]:
         limit = ctx.thresholds.get(name)
         score = ctx.blast_scores.get(name, 0)
-        if limit is not None and score > limit:
+        missing = ctx.incomplete.get(name)
+        if limit is not None and missing is not None:
+            # a score computed without an analysis it counts is not below any threshold
+            # (issue 46): a large tree must not pass where a small one would be held
+            yield RawFinding(None, f"{name} blast radius {score} is incomplete: {missing}")
+        elif limit is not None and score > limit:
             yield RawFinding(None, f"{name} blast radius {score} is over the threshold {limit}")
 
     return check

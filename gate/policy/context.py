@@ -8,7 +8,7 @@ when the caller supplies them, the proven tree's files) and yields `RawFinding`s
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gate.model import Decision, InventoryEntry, PolicySpec
@@ -16,6 +16,7 @@ from gate.policy.patch import FileDiff
 
 if TYPE_CHECKING:
     from gate.policy.pinbump import PinTags
+    from gate.policy.scan import Scans
     from gate.policy.workflows import CiFiles
 
 __all__ = [
@@ -62,6 +63,9 @@ class Context:
     thresholds: Mapping[str, int | None]
     pin_tags: PinTags | None = None  # the upstreams' tags, when the caller looked them up
     ci: CiFiles | None = None  # both sides' workflow and action files (SPEC §2.1)
+    scans: Scans | None = None  # the changed Python files, parsed once (gate/policy/scan.py)
+    # a blast-radius score ("future") whose analysis did not complete -> why not
+    incomplete: Mapping[str, str] = field(default_factory=dict)
 
     def diff_of(self, entry: InventoryEntry) -> FileDiff | None:
         return self.diffs.get(entry.path) or (

@@ -29,15 +29,24 @@ from __future__ import annotations
 
 import ast
 import re
+from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
+from gate.policy.blast import statements_of
 from gate.policy.context import Context, RawFinding, as_text, basename, text_diffs
 from gate.policy.paths import is_test_path
 from gate.policy.skips import parse_source
 
-__all__ = ["HarnessSite", "check_harness_tampering", "harness_sites", "new_harness_sites"]
+__all__ = [
+    "HarnessSite",
+    "check_harness_tampering",
+    "harness_sites",
+    "is_harness_code",
+    "new_harness_sites",
+]
 
 
 # Harness packages: replacing anything of theirs, or reading their private parts, is a
@@ -158,11 +167,11 @@ def _write_kind(name: str) -> str | None:
 class _Reader:
     """One module's names, resolved: imports and names bound to dotted objects."""
 
-    def __init__(self, tree: ast.Module) -> None:
-        self.tree = tree
+    def __init__(self, binders: Sequence[ast.AST]) -> None:
+        """`binders`: the module's imports and assignments in `ast.walk` order."""
         self.aliases: dict[str, str] = {}
         self.inner: set[int] = set()  # parts of a dotted chain already reported
-        for node in ast.walk(tree):
+        for node in binders:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.asname:
@@ -174,7 +183,7 @@ class _Reader:
                     self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
         # `TC = unittest.TestCase`, `g = getattr(sys, "settrace")`: twice, for chains
         for _ in range(2):
-            for node in ast.walk(tree):
+            for node in binders:
                 if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     name = self.dotted(node.value)
@@ -302,12 +311,36 @@ def fold(node: ast.expr) -> str | None:
     return None
 
 
-def _docstrings(tree: ast.Module) -> set[int]:
-    out: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            out.add(id(node.value))
-    return out
+_BINDERS = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.NamedExpr)
+
+
+@dataclass(slots=True)
+class _Module:
+    """One parsed module as the rule reads it: its statements (with the except handlers
+    and match cases between them) in `ast.walk` order, which is all that binds a name or
+    is a docstring, so the expressions are walked once, by `_sites`, not once per use."""
+
+    tree: ast.Module
+    statements: list[ast.AST]
+    reader: _Reader
+    docs: set[int]
+
+    @classmethod
+    def of(
+        cls, tree: ast.Module, source: bytes, statements: list[ast.AST] | None = None
+    ) -> _Module:
+        """`statements`: `statements_of(tree)` when the caller has them."""
+        if statements is None:
+            statements = statements_of(tree)
+        # `:=` is the one binding inside an expression; only then is every node walked
+        walked = ast.walk(tree) if b":=" in source else statements
+        binders = [n for n in walked if isinstance(n, _BINDERS)]
+        docs = {
+            id(n.value)
+            for n in statements
+            if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+        }
+        return cls(tree, statements, _Reader(binders), docs)
 
 
 def _string_kind(text: str) -> str | None:
@@ -323,9 +356,11 @@ def _string_kind(text: str) -> str | None:
     return None
 
 
-def _sites(tree: ast.Module) -> Iterator[HarnessSite]:
-    r = _Reader(tree)
-    docs = _docstrings(tree)
+def _sites(m: _Module, within: list[ast.stmt] | None = None) -> Iterator[HarnessSite]:
+    """Every site of the module, or (`within`) of those top-level statements only, where
+    the pair os._exit/atexit.register is reported as soon as either is seen."""
+    r, docs = m.reader, m.docs
+    r.inner.clear()  # marks of one walk: a later walk of the same module starts afresh
     written: set[int] = set()  # nodes already reported as written
     atexit_lines: list[tuple[int, int]] = []
     exit_lines: list[tuple[int, int]] = []
@@ -334,7 +369,8 @@ def _sites(tree: ast.Module) -> Iterator[HarnessSite]:
         line = getattr(node, "lineno", 0)
         return HarnessSite(kind, line, getattr(node, "end_lineno", None) or line)
 
-    for node in ast.walk(tree):
+    nodes = ast.walk(m.tree) if within is None else chain.from_iterable(map(ast.walk, within))
+    for node in nodes:
         if isinstance(node, ast.stmt | ast.Call):
             for target, sub in r.writes(node):
                 kind = _write_kind(target)
@@ -382,7 +418,9 @@ def _sites(tree: ast.Module) -> Iterator[HarnessSite]:
             kind = _who_runs(node, r)
             if kind is not None:
                 yield site(kind, node)
-    if atexit_lines and exit_lines:
+    if within is not None and (atexit_lines or exit_lines):
+        yield HarnessSite("uses os._exit or atexit.register", *(atexit_lines or exit_lines)[0])
+    elif atexit_lines and exit_lines:
         for line, end in exit_lines:
             yield HarnessSite("uses os._exit in a module that registers atexit hooks", line, end)
         for line, end in atexit_lines:
@@ -438,17 +476,45 @@ def _who_runs(node: ast.Compare | ast.Subscript | ast.Call, r: _Reader) -> str |
 def harness_sites(source: bytes) -> list[HarnessSite] | None:
     """Every harness site of a Python source; None when it cannot be parsed."""
     tree = parse_source(source)
-    return None if tree is None else sorted(set(_sites(tree)))
+    return None if tree is None else sorted(set(_sites(_Module.of(tree, source))))
+
+
+def _span(node: ast.stmt) -> tuple[int, int]:
+    """The lines a top-level statement covers, its decorators included."""
+    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+    return first, node.end_lineno or node.lineno
 
 
 def new_harness_sites(
-    new: bytes, added: frozenset[int], old: bytes | None
+    new: bytes,
+    added: frozenset[int],
+    old: bytes | None,
+    *,
+    tree: ast.Module | None = None,
+    statements: list[ast.AST] | None = None,
 ) -> list[HarnessSite] | None:
     """Sites of `new` on `added` lines whose kind `new` has more often than `old` (the
-    base's copy; None: the file is new). None when `new` cannot be parsed."""
-    sites = harness_sites(new)
-    if sites is None:
+    base's copy; None: the file is new). None when `new` cannot be parsed. `tree` is
+    `new` already parsed, `statements` its `statements_of` (gate/policy/scan.py parses
+    each changed file once).
+
+    Cost (issue 46): only the top-level statements that touch an added line are walked
+    first; every site on an added line lies inside one of them, so when they hold none
+    (nearly every change) neither copy is walked whole and the base's is not parsed."""
+    tree = tree if tree is not None else parse_source(new)
+    if tree is None:
         return None
+    module = _Module.of(tree, new, statements)
+    lines = sorted(added)
+    touched: list[ast.stmt] = []
+    for stmt in tree.body:
+        first, last = _span(stmt)
+        at = bisect_left(lines, first)
+        if at < len(lines) and lines[at] <= last:
+            touched.append(stmt)
+    if not touched or next(_sites(module, touched), None) is None:
+        return []
+    sites = sorted(set(_sites(module)))
     before = Counter(s.kind for s in (harness_sites(old) if old is not None else None) or [])
     after = Counter(s.kind for s in sites)
     budget = {k: after[k] - before[k] for k in after}
@@ -469,22 +535,27 @@ _FALLBACK = re.compile(
 )
 
 
-def _is_code(path: bytes) -> bool:
+def is_harness_code(path: bytes) -> bool:
+    """Non-test Python code: what this rule reads."""
     return path.endswith(b".py") and not is_test_path(path) and basename(path) != b"conftest.py"
 
 
 def check_harness_tampering(ctx: Context) -> Iterator[RawFinding]:
+    scanned = ctx.scans.harness if ctx.scans is not None else {}
     for d in text_diffs(ctx):
-        if d.new_path is None or not _is_code(d.new_path):
+        if d.new_path is None or not is_harness_code(d.new_path):
             continue
         added = frozenset(ln.new for ln in d.added)
         if not added:
             continue
-        new = ctx.tree_files.get(d.new_path) if ctx.tree_files is not None else None
-        old = None
-        if d.old_path is not None and ctx.base_files is not None:
-            old = ctx.base_files.get(d.old_path)
-        sites = new_harness_sites(new, added, old) if new is not None else None
+        if d.path in scanned:
+            sites = scanned[d.path]
+        else:
+            new = ctx.tree_files.get(d.new_path) if ctx.tree_files is not None else None
+            old = None
+            if d.old_path is not None and ctx.base_files is not None:
+                old = ctx.base_files.get(d.old_path)
+            sites = new_harness_sites(new, added, old) if new is not None else None
         if sites is None:
             for ln in d.added:
                 m = _FALLBACK.search(ln.text)

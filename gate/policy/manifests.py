@@ -114,6 +114,8 @@ _RUNNER_FILES: dict[bytes, re.Pattern[str]] = {
     b"tox.ini": re.compile(r"\btox\b"),
     b"noxfile.py": re.compile(r"\bnox\b"),
 }
+# Python files read whole when unchanged (the rest of the tree's Python: imports only)
+PYTHON_READ_WHOLE = frozenset(b for b in (*_PACKAGING_FILES, *_RUNNER_FILES) if b.endswith(b".py"))
 _OPAQUE_RUNNER = re.compile(r"(?:^|[\s;&|(])(?:make|just|task|invoke|bash|sh|\./\S+|\S+\.sh)\b")
 _INCLUDE = re.compile(rb"^\s*(?:-r|-c|--requirement|--constraint)[\s=]+(\S+)", re.MULTILINE)
 

@@ -10,7 +10,9 @@ Quoted paths (git's C-style quoting for odd bytes) are unquoted back to exact by
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 __all__ = [
     "FileDiff",
@@ -156,6 +158,23 @@ class _Builder:
         return FileDiff(old_path=old, new_path=new, binary=self.binary, hunks=tuple(self.hunks))
 
 
+_CHUNK = 1 << 20
+
+
+def _lines(data: bytes, chunk: int = _CHUNK) -> Iterator[bytes]:
+    """`data.split(b"\n")`, about `chunk` bytes at a time: a patch that carries a large
+    binary file is not held a second time as a list of its lines (issue 46)."""
+    start = 0
+    while True:
+        end = data.find(b"\n", min(start + chunk, len(data)))
+        if end < 0:
+            yield from data[start:].split(b"\n")
+            return
+        yield from data[start:end].split(b"\n")
+        start = end + 1
+
+
+@lru_cache(maxsize=1)  # the policy's pin look-ups and its evaluation read the same patch
 def parse_patch(data: bytes) -> tuple[FileDiff, ...]:
     """Per-file diffs of a git patch, in patch order. Never raises."""
     files: list[FileDiff] = []
@@ -171,7 +190,7 @@ def parse_patch(data: bytes) -> tuple[FileDiff, ...]:
             cur.hunks.append(tuple(hunk))
         hunk = []
 
-    for line in data.split(b"\n"):
+    for line in _lines(data):
         if old_left > 0 or new_left > 0:
             tag = line[:1]
             if tag == b"\\":  # "\ No newline at end of file"

@@ -124,6 +124,9 @@ _CI_GLOBS = (
 )
 
 
+# A path's class is asked by many rules; remembered per path so that a patch of n files
+# matches each class's globs n times, not n times per rule (issue 46).
+@lru_cache(maxsize=1 << 16)
 def is_ci_path(path: bytes) -> bool:
     return any(glob_match(g, path) for g in _CI_GLOBS)
 
@@ -243,6 +246,7 @@ def selects_tests(globs: tuple[str, ...] = ()) -> Callable[[bytes], bool]:
 _is_default_test = selects_tests()
 
 
+@lru_cache(maxsize=1 << 16)
 def is_test_path(path: bytes) -> bool:
     """A test source file. Python: DEFAULT_TESTS, the differential's definition; other
     languages: a test-named file anywhere, or source code under a test directory."""

@@ -202,17 +202,15 @@ def parse_source(source: bytes) -> ast.Module | None:
         return None
 
 
-def skip_sites(source: bytes) -> list[SkipSite] | None:
-    """Every skip site of a Python source; None when it cannot be parsed (or is too big)."""
-    tree = parse_source(source)
+def skip_sites(source: bytes, *, tree: ast.Module | None = None) -> list[SkipSite] | None:
+    """Every skip site of a Python source (`tree`: it already parsed); None when it
+    cannot be parsed (or is too big)."""
+    tree = tree if tree is not None else parse_source(source)
     return None if tree is None else sorted(set(_sites(tree)))
 
 
-def defined_names(source: bytes) -> set[str] | None:
-    """Qualified names of the functions and classes a source defines (tests among them)."""
-    tree = parse_source(source)
-    if tree is None:
-        return None
+def _defined_names(tree: ast.Module) -> set[str]:
+    """Qualified names of the functions and classes a module defines (tests among them)."""
     out: set[str] = set()
 
     def visit(body: list[ast.stmt], scope: str) -> None:
@@ -227,14 +225,26 @@ def defined_names(source: bytes) -> set[str] | None:
     return out
 
 
-def new_skips(old: bytes, new: bytes) -> list[SkipSite] | None:
+def defined_names(source: bytes) -> set[str] | None:
+    """Qualified names of the functions and classes a source defines (tests among them)."""
+    tree = parse_source(source)
+    return None if tree is None else _defined_names(tree)
+
+
+def new_skips(
+    old: bytes, new: bytes, *, new_tree: ast.Module | None = None
+) -> list[SkipSite] | None:
     """Skip sites of `new` that `old` lacks and that apply to something `old` defined
     (a test, a class, or — for module-wide sites — any definition at all). A skip
     rewritten in place (same kind, same target) is not new; a new test that is skipped
-    weakens nothing that existed. None when either side cannot be parsed."""
-    old_sites, new_sites = skip_sites(old), skip_sites(new)
-    existing = defined_names(old)
-    if old_sites is None or new_sites is None or existing is None:
+    weakens nothing that existed. None when either side cannot be parsed. `new_tree`
+    is `new` already parsed; each copy is parsed once."""
+    old_tree = parse_source(old)
+    if old_tree is None:
+        return None
+    old_sites, new_sites = skip_sites(old, tree=old_tree), skip_sites(new, tree=new_tree)
+    existing = _defined_names(old_tree)
+    if old_sites is None or new_sites is None:
         return None
     before = Counter((s.kind, s.target) for s in old_sites)
     out: list[SkipSite] = []

@@ -396,6 +396,8 @@ def _semantic_skips(ctx: Context, d: FileDiff) -> list[SkipSite] | None:
     """New skips of existing tests in a changed Python test file, read with `ast` from
     the base's and the proven tree's copies; None when either copy is not at hand (the
     line patterns judge the file then)."""
+    if ctx.scans is not None and d.path in ctx.scans.skips:
+        return ctx.scans.skips[d.path]
     if d.old_path is None or d.new_path is None or not d.new_path.endswith(b".py"):
         return None
     if not is_test_path(d.new_path) or ctx.base_files is None or ctx.tree_files is None:

@@ -51,7 +51,7 @@ class BlobIndex(MutableMapping[str, V]):
     at once: the last one wins, and the other's new entries are analyzed again later).
     """
 
-    MAX_ENTRIES = 50_000
+    MAX_ENTRIES = 200_000  # a 50,000-file tree and its history (issue 46)
 
     def __init__(
         self,

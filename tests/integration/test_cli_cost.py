@@ -4,7 +4,8 @@ A user runs `proofgate` as a new process per proof. `policy`, `verify` and `show
 container, so they never import the Docker SDK nor the sandbox; `python -X importtime`
 of the real entry point (`python -m gate ...`) lists every module the process loaded.
 The blast radius's per-file analysis is cached by git blob id in the per-user cache: a
-repeated proof of the same tree parses nothing, a changed tree only what changed.
+repeated proof of the same tree parses nothing for the import graph, a changed tree only
+what changed; the changed files are parsed once each, for every rule (issue 46).
 The timings themselves are benchmarks (benchmarks/cli_process.py), not tests.
 """
 
@@ -20,7 +21,7 @@ import pygit2
 import pytest
 
 from gate.faces.cli import main
-from gate.policy import blast
+from gate.policy import blast, scan
 from tests.gitutil import commit, make_repo, repo_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,6 +100,8 @@ def test_a_repeated_proof_of_the_same_tree_parses_nothing(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     argv = ["policy", "--repo", str(repo), "--base", "main", "--head", "pr", "--json"]
 
+    scanned = _count_scans(monkeypatch)
+
     def parses() -> int:
         # a new process starts with an empty in-memory cache: so does each run here
         blast._parse_imports.cache_clear()
@@ -106,9 +109,11 @@ def test_a_repeated_proof_of_the_same_tree_parses_nothing(
         return blast._parse_imports.cache_info().misses
 
     first, first_out = parses(), capsys.readouterr().out
-    assert first == 22  # pkg/__init__.py, core.py, m0..m19: every module, once
+    # pkg/__init__.py, m0..m19 for the import graph; core.py, the changed file, once for
+    # every rule that reads it (gate/policy/scan.py): every module, once
+    assert (first, scanned) == (21, [b"import sys\n"])
     again, again_out = parses(), capsys.readouterr().out
-    assert again == 0
+    assert again == 0  # the import graph parses nothing; the change's own rules read core.py
     # the receipt does not depend on where the imports came from
     graph = _blast(first_out)
     assert graph == _blast(again_out)
@@ -126,9 +131,24 @@ def test_a_changed_tree_parses_only_its_new_blobs(
     pr = repo.branches["pr"].target
     commit(repo, {b"pkg/m3.py": b"import json\n"}, branch="pr", parent=str(pr), message="more")
     blast._parse_imports.cache_clear()
+    scanned = _count_scans(monkeypatch)
     assert main(argv) == 0
-    assert blast._parse_imports.cache_info().misses == 1
+    # only the changed files are parsed (core.py and m3.py, both changed from main)
+    assert blast._parse_imports.cache_info().misses == 0
+    assert sorted(scanned) == [b"import json\n", b"import sys\n"]
     capsys.readouterr()
+
+
+def _count_scans(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The sources gate/policy/scan.py parses from now on (each changed Python file)."""
+    seen: list[bytes] = []
+
+    def parse(source: bytes) -> object:
+        seen.append(source)
+        return blast.parse_python(source)
+
+    monkeypatch.setattr(scan, "parse_python", parse)
+    return seen
 
 
 def test_an_unreadable_cache_is_ignored(
@@ -147,7 +167,7 @@ def test_an_unreadable_cache_is_ignored(
         blast._parse_imports.cache_clear()
         assert main(argv) == 0
         assert _blast(capsys.readouterr().out) == _blast(good)
-        assert blast._parse_imports.cache_info().misses == 22
+        assert blast._parse_imports.cache_info().misses == 21  # and core.py, scanned
 
 
 def _blast(out: str) -> dict[str, object]:
