@@ -675,9 +675,15 @@ def _plan(
         # test input file, and pytest's configuration is the base's) is exactly what the
         # head run ran; a proving tree equal to the base tree is the base run. The same
         # tree in a fresh container again is no new evidence.
+        # Likewise a trusted tree equal to the base tree (the change touches only tests,
+        # harness or test inputs: no code under test) is the base run's tree, built and
+        # configured as the base run was: its outcomes are the base run's, reused or not.
         trusted_is_head = trusted_tree == ev.proven_tree and same_config
         if trusted_is_head:
             plan.same_as[TRUSTED] = "head"
+            del trees[TRUSTED]
+        elif trusted_tree == ev.base.tree:
+            plan.same_as[TRUSTED] = BASE
             del trees[TRUSTED]
         if trees.get(PROVING) == ev.base.tree:
             plan.same_as[PROVING] = BASE

@@ -143,6 +143,22 @@ def test_only_a_real_base_run_is_cached_as_a_base_run(tmp_path: Path) -> None:
     assert block["reused"] == {"trusted": "the head run"}
 
 
+def test_a_change_of_tests_alone_has_the_base_run_for_its_trusted_run(tmp_path: Path) -> None:
+    """The change edits a test file and nothing the tests run against: its trusted tree
+    (the change's code, the base's tests and inputs) is the base tree, so the base run
+    stands for it and no third container runs that tree again; the change's own tests
+    still run, and fail the check where they fail."""
+    base = _base("")
+    more = TESTS_CALC + b"\n\ndef test_more():\n    assert add(2, 2) == 4\n"
+    outcome, pred, detail = _prove(tmp_path / "ok", {**base, b"tests/test_calc.py": more}, base)
+    assert outcome == "PROVEN", detail
+    block = _tests_block(pred)
+    assert block["reused"] == {"trusted": "the base run"}, detail
+    wrong = TESTS_CALC + b"\n\ndef test_more():\n    assert add(2, 2) == 5\n"
+    outcome, pred, detail = _prove(tmp_path / "bad", {**base, b"tests/test_calc.py": wrong}, base)
+    assert outcome == "FAILED", detail
+
+
 @pytest.mark.usefixtures("env_cache")
 def test_setup_runs_once_per_proof_for_every_run_that_shares_its_inputs(
     tmp_path: Path,
