@@ -115,6 +115,9 @@ EFFECTS: Mapping[str, Effect | str] = {
     "policy.thresholds": CONTAINER,
     "policy.thresholds.immediate": Effect(_policy_sub("thresholds", "immediate", 1)),
     "policy.thresholds.future": Effect(_policy_sub("thresholds", "future", 0)),
+    "ci": CONTAINER,
+    # part of the policy fingerprint: a default token judged write makes every job privileged
+    "ci.default-token": Effect(_section("ci", "default-token", "write")),
 }
 
 
