@@ -3,10 +3,12 @@
 A check runs like this (docs/security.md, "The clean room", says why):
 
 1. a fresh Docker volume (local driver, labeled `proofgate=1` and with the proof's id,
-   gate/sandbox/labels.py) becomes `/workspace`, and the daemon extracts the tree into
-   it (`copy_in`), and proofgate's own files into its volumes, through the *holder* (a
-   container of the configured image in which nothing of the check ever runs, the only
-   one that mounts proofgate's volumes writable) while the first container starts;
+   gate/sandbox/labels.py) becomes `/workspace`; the daemon extracts proofgate's own
+   files into its volumes through the *holder* (a container of the configured image in
+   which nothing of the check ever runs, the only one that mounts proofgate's volumes
+   writable) and, at the same time, the tree into the workspace (`copy_in`) through the
+   first container, which runs only the configured image's `sleep` (a first container
+   from a cached environment starts only once the holder has filled every volume);
 2. setup and build run in a writable container; with `network: setup` and a non-empty
    `egress` allowlist, setup runs on the check's internal network whose only exit is the
    egress broker (`gate.sandbox.egress`), with the broker as DNS server and the proxy
@@ -276,16 +278,26 @@ class CheckRun:
             holder = self._create(self.image.id, read_only=True, role="holder")
             self.holder = holder
 
-            def fill() -> None:
+            def fill_witness() -> None:
                 self._start(holder)
                 self._fill_witness(holder)
-                check_stop(self.stop)
-                copy_tree(self.api, holder, tree_tar, self.journal, check=self.spec.name)
 
-            if self.start_image == self.image.id:  # nothing of the change runs in either
-                concurrently(fill, lambda: self._start(cid))
+            def fill_tree(into: str) -> None:
+                check_stop(self.stop)
+                copy_tree(self.api, into, tree_tar, self.journal, check=self.spec.name)
+
+            def start_and_fill_tree() -> None:
+                self._start(cid)
+                fill_tree(cid)
+
+            if self.start_image == self.image.id:
+                # nothing of the change runs in either: the tree goes in through the first
+                # container (its `sleep` is the configured image's) while proofgate's own
+                # files go in through the holder, the two extractions at once
+                concurrently(start_and_fill_tree, fill_witness)
             else:
-                fill()
+                fill_witness()
+                fill_tree(holder)
                 self._start(cid)
         except (DockerRefused, EgressStartError) as e:
             return str(e)
