@@ -289,7 +289,6 @@ def _run_checks(
         journal.append("sandbox-unavailable", error=str(e))
         return _CleanRoom(sandbox_error=str(e))
     journal.append("image-resolved", name=image.name, id=image.id, digest=image.digest)
-    engine = _engine_id(sandbox)
     mtime = clean_room_mtime()
     archive_lock = threading.Lock()  # the evidence source is not shared across threads
 
@@ -297,7 +296,11 @@ def _run_checks(
         with archive_lock:
             return clean_room_archive(evidence, tree, mtime)
 
-    done, failure = _run_concurrently(config.checks, sandbox, image, tree_tar, journal)
+    # which daemon runs them is asked while the checks start: a round trip off their path
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine") as side:
+        asked = side.submit(_engine_id, sandbox)
+        done, failure = _run_concurrently(config.checks, sandbox, image, tree_tar, journal)
+    engine = asked.result()
     results = tuple(done[i] for i in sorted(done))  # config order, whatever finished first
     if isinstance(failure, UnsafeTreeError):
         journal.append("unsafe-tree", error=str(failure))
