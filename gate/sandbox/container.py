@@ -70,11 +70,11 @@ from gate.sandbox.copy_in import close_iterator, copy_tree
 from gate.sandbox.egress import EgressBroker, EgressStartError
 from gate.sandbox.envrecord import Recorder
 from gate.sandbox.errors import DockerRefused, daemon_gone, docker_errors, is_transport_error
-from gate.sandbox.execs import concurrently, non_root, overlaps
+from gate.sandbox.execs import concurrently, lone, non_root, overlaps
 from gate.sandbox.interface import SandboxError
 from gate.sandbox.labels import ProofLabels, new_proof_id
 from gate.sandbox.output import LogSink, check_stop, join_until
-from gate.sandbox.readback import read_file, read_report
+from gate.sandbox.readback import passwd_home, read_report
 from gate.util.journal import Journal
 from gate.witness import host as witness
 
@@ -249,7 +249,7 @@ class CheckRun:
             self.cid = self._create(self.start_image, read_only=first is Phase.TEST)
             self.writable = first is not Phase.TEST
             if first is not Phase.TEST:
-                self.home = env_home or self._passwd_home(self.container_id, opened)
+                self.home = env_home or passwd_home(self.api, self.container_id, self.user)
             # the trusted files (with a differential) and committed bytecode protected
             # (gate/differential/tarprotect.py), and the tree noted as materialized
             chosen = differential.trusted_selector(self.spec)
@@ -290,7 +290,13 @@ class CheckRun:
                 self._start(cid)
                 fill_tree(cid)
 
-            if self.start_image == self.image.id:
+            if self.start_image == self.image.id and self.recorder is None and lone(self.spec):
+                # one container from start to end, holding every volume while it runs: the
+                # holder, never started, is the daemon's writable mount of proofgate's
+                # volume (it mounts a stopped container's volumes for the request)
+                self._start(cid)
+                concurrently(lambda: fill_tree(cid), lambda: self._fill_witness(holder, False))
+            elif self.start_image == self.image.id:
                 # nothing of the change runs in either: the tree goes in through the first
                 # container (its `sleep` is the configured image's) while proofgate's own
                 # files go in through the holder, the two extractions at once
@@ -303,11 +309,13 @@ class CheckRun:
             return str(e)
         return None
 
-    def _fill_witness(self, holder: str) -> None:
+    def _fill_witness(self, holder: str, started: bool = True) -> None:
         """The witness volume, and setup's and build's prefix, with the image's own
         bytecode linked in both (gate/sandbox/bytecode.py), extracted by the daemon
         through the holder: a container of the configured image in which nothing of the
-        check runs."""
+        check runs (not `started`: it starts only to list bytecode not cached)."""
+        if not started and bytecode.listed(self.image.id) is None:
+            self._start(holder)
         found = bytecode.listing(self.api, holder, self.image.id)
         self.journal.append("bytecode-linked", check=self.spec.name, files=len(found))
         with docker_errors("copy the witness into the container"):
@@ -339,19 +347,6 @@ class CheckRun:
         name = str(created["Name"])
         self.journal.append("volume-created", check=self.spec.name, volume=name[:12])
         return name
-
-    def _passwd_home(self, container: str, opened: bool) -> str | None:
-        """HOME of the check's user from the image's /etc/passwd, read by the daemon
-        before anything of the check ran."""
-        if not opened:
-            return "/root"
-        data = read_file(self.api, container, "/etc/passwd", 1 << 20)
-        name, _, _ = self.user.partition(":")
-        for line in (data or b"").decode("utf-8", "replace").splitlines():
-            fields = line.split(":")
-            if len(fields) >= 6 and name in (fields[0], fields[2]):
-                return fields[5] or None
-        return None
 
     def _create(self, image: str, *, read_only: bool, role: str = "check") -> str:
         """A container of the check (or with `role="holder"`, the holder); its id."""
