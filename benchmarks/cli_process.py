@@ -81,6 +81,9 @@ class Bench:
         self.scratch = tmp / "scratch"
         _git("clone", "-q", "--shared", "--no-checkout", str(clone), str(self.scratch))
         self.cache = tmp / "xdg-cache"
+        # `python -m` puts the working directory first on sys.path: run from the checkout
+        # whose proofgate is measured, or a checkout in the caller's directory would win
+        self.gate = gate
         self.env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE",)}
         self.env |= {
             "XDG_CACHE_HOME": str(self.cache),
@@ -90,6 +93,7 @@ class Bench:
         subprocess.run(
             [sys.executable, "-m", "gate", "keygen", "--out", str(tmp / "keys")],
             env=self.env,
+            cwd=gate,
             check=True,
             capture_output=True,
         )
@@ -114,7 +118,9 @@ class Bench:
             argv += ["--key", str(self.key), "--out", str(out)]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        done = subprocess.run(argv, env=self.env, capture_output=True, timeout=3600, check=False)
+        done = subprocess.run(
+            argv, env=self.env, cwd=self.gate, capture_output=True, timeout=3600, check=False
+        )
         elapsed = time.perf_counter() - t0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
