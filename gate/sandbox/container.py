@@ -74,7 +74,7 @@ from gate.sandbox.execs import concurrently, lone, non_root, overlaps
 from gate.sandbox.interface import SandboxError
 from gate.sandbox.labels import ProofLabels, new_proof_id
 from gate.sandbox.output import LogSink, check_stop, join_until
-from gate.sandbox.readback import passwd_home, read_report
+from gate.sandbox.readback import passwd_home, read_file, read_report
 from gate.util.journal import Journal
 from gate.witness import host as witness
 
@@ -269,12 +269,11 @@ class CheckRun:
                 )
 
             cid = self.container_id
-            # The daemon fills proofgate's volumes and the workspace through the holder, a
-            # container of the configured image in which nothing of the check ever runs;
-            # it alone mounts proofgate's volumes writable. The first container's `sleep`
-            # is the configured image's, or an environment's that setup made
-            # (gate/sandbox/envcache.py): then the change's, so it starts only once the
-            # daemon has filled every volume.
+            # The daemon fills proofgate's volumes through the holder, a container of the
+            # configured image in which nothing of the check ever runs; it alone mounts
+            # them writable. The first container's `sleep` is the configured image's, or
+            # an environment's that setup made (gate/sandbox/envcache.py): then the
+            # change's, so it starts only once the daemon has filled every volume.
             holder = self._create(self.image.id, read_only=True, role="holder")
             self.holder = holder
 
@@ -291,15 +290,16 @@ class CheckRun:
                 fill_tree(cid)
 
             if self.start_image == self.image.id and self.recorder is None and lone(self.spec):
-                # one container from start to end, holding every volume while it runs: the
-                # holder, never started, is the daemon's writable mount of proofgate's
-                # volume (it mounts a stopped container's volumes for the request)
+                # one container from start to end, holding the volumes: the daemon fills
+                # proofgate's through the holder unstarted (it mounts a stopped container's
+                # volumes per request); started only if the first container missed it
                 self._start(cid)
                 concurrently(lambda: fill_tree(cid), lambda: self._fill_witness(holder, False))
+                if read_file(self.api, cid, witness.BOOT_FILE, 1 << 20) is None:
+                    fill_witness()
             elif self.start_image == self.image.id:
                 # nothing of the change runs in either: the tree goes in through the first
-                # container (its `sleep` is the configured image's) while proofgate's own
-                # files go in through the holder, the two extractions at once
+                # container (the image's `sleep`) beside proofgate's files through the holder
                 concurrently(start_and_fill_tree, fill_witness)
             else:
                 fill_witness()
