@@ -171,27 +171,38 @@ def farm_entries(paths: Iterable[str], *, prefix: str, writable: bool) -> Iterat
         yield info
 
 
+def listed(image_id: str) -> tuple[str, ...] | None:
+    """The bytecode files of the image `image_id` to link, as `listing` found them before
+    (in this process or in the per-user cache); None when they must be listed."""
+    with _lock:
+        known = _known.get(image_id)
+    if known is not None:
+        return known
+    try:
+        found = links(_cache_file(image_id).read_bytes())
+    except OSError:
+        return None
+    with _lock:
+        _known[image_id] = found
+    return found
+
+
 def listing(api: APIClient, container: str, image_id: str) -> tuple[str, ...]:
     """The bytecode files of the image `image_id` to link (see `links`): from the cache,
     or listed in `container`, a started container of that image (the configured one) in
     which nothing of the check has run. An image without `python3`, a listing that fails
     or takes too long: nothing (and a warning)."""
-    with _lock:
-        known = _known.get(image_id)
+    known = listed(image_id)
     if known is not None:
         return known
-    cached = _cache_file(image_id)
-    try:
-        found = links(cached.read_bytes())
-    except OSError:
-        raw = _list(api, container)
-        if raw is None:
-            return ()
-        found = links(raw)
-        try:  # best effort: without it the next run lists again
-            usercache.write_atomic(cached, "\0".join(found).encode())
-        except OSError as e:
-            log.info("cannot cache the bytecode listing: %s", e)
+    raw = _list(api, container)
+    if raw is None:
+        return ()
+    found = links(raw)
+    try:  # best effort: without it the next run lists again
+        usercache.write_atomic(_cache_file(image_id), "\0".join(found).encode())
+    except OSError as e:
+        log.info("cannot cache the bytecode listing: %s", e)
     with _lock:
         _known[image_id] = found
     return found

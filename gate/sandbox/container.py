@@ -3,10 +3,12 @@
 A check runs like this (docs/security.md, "The clean room", says why):
 
 1. a fresh Docker volume (local driver, labeled `proofgate=1` and with the proof's id,
-   gate/sandbox/labels.py) becomes `/workspace`, and the daemon extracts the tree into
-   it (`copy_in`), and proofgate's own files into its volumes, through the *holder* (a
-   container of the configured image in which nothing of the check ever runs, the only
-   one that mounts proofgate's volumes writable) while the first container starts;
+   gate/sandbox/labels.py) becomes `/workspace`; the daemon extracts proofgate's own
+   files into its volumes through the *holder* (a container of the configured image in
+   which nothing of the check ever runs, the only one that mounts proofgate's volumes
+   writable) and, at the same time, the tree into the workspace (`copy_in`) through the
+   first container, which runs only the configured image's `sleep` (a first container
+   from a cached environment starts only once the holder has filled every volume);
 2. setup and build run in a writable container; with `network: setup` and a non-empty
    `egress` allowlist, setup runs on the check's internal network whose only exit is the
    egress broker (`gate.sandbox.egress`), with the broker as DNS server and the proxy
@@ -68,11 +70,11 @@ from gate.sandbox.copy_in import close_iterator, copy_tree
 from gate.sandbox.egress import EgressBroker, EgressStartError
 from gate.sandbox.envrecord import Recorder
 from gate.sandbox.errors import DockerRefused, daemon_gone, docker_errors, is_transport_error
-from gate.sandbox.execs import concurrently, non_root, overlaps
+from gate.sandbox.execs import concurrently, lone, non_root, overlaps
 from gate.sandbox.interface import SandboxError
 from gate.sandbox.labels import ProofLabels, new_proof_id
 from gate.sandbox.output import LogSink, check_stop, join_until
-from gate.sandbox.readback import read_file, read_report
+from gate.sandbox.readback import passwd_home, read_file, read_report
 from gate.util.journal import Journal
 from gate.witness import host as witness
 
@@ -247,7 +249,7 @@ class CheckRun:
             self.cid = self._create(self.start_image, read_only=first is Phase.TEST)
             self.writable = first is not Phase.TEST
             if first is not Phase.TEST:
-                self.home = env_home or self._passwd_home(self.container_id, opened)
+                self.home = env_home or passwd_home(self.api, self.container_id, self.user)
             # the trusted files (with a differential) and committed bytecode protected
             # (gate/differential/tarprotect.py), and the tree noted as materialized
             chosen = differential.trusted_selector(self.spec)
@@ -267,35 +269,53 @@ class CheckRun:
                 )
 
             cid = self.container_id
-            # The daemon fills proofgate's volumes and the workspace through the holder, a
-            # container of the configured image in which nothing of the check ever runs;
-            # it alone mounts proofgate's volumes writable. The first container's `sleep`
-            # is the configured image's, or an environment's that setup made
-            # (gate/sandbox/envcache.py): then the change's, so it starts only once the
-            # daemon has filled every volume.
+            # The daemon fills proofgate's volumes through the holder, a container of the
+            # configured image in which nothing of the check ever runs; it alone mounts
+            # them writable. The first container's `sleep` is the configured image's, or
+            # an environment's that setup made (gate/sandbox/envcache.py): then the
+            # change's, so it starts only once the daemon has filled every volume.
             holder = self._create(self.image.id, read_only=True, role="holder")
             self.holder = holder
 
-            def fill() -> None:
+            def fill_witness() -> None:
                 self._start(holder)
                 self._fill_witness(holder)
-                check_stop(self.stop)
-                copy_tree(self.api, holder, tree_tar, self.journal, check=self.spec.name)
 
-            if self.start_image == self.image.id:  # nothing of the change runs in either
-                concurrently(fill, lambda: self._start(cid))
+            def fill_tree(into: str) -> None:
+                check_stop(self.stop)
+                copy_tree(self.api, into, tree_tar, self.journal, check=self.spec.name)
+
+            def start_and_fill_tree() -> None:
+                self._start(cid)
+                fill_tree(cid)
+
+            if self.start_image == self.image.id and self.recorder is None and lone(self.spec):
+                # one container from start to end, holding the volumes: the daemon fills
+                # proofgate's through the holder unstarted (it mounts a stopped container's
+                # volumes per request); started only if the first container missed it
+                self._start(cid)
+                concurrently(lambda: fill_tree(cid), lambda: self._fill_witness(holder, False))
+                if read_file(self.api, cid, witness.BOOT_FILE, 1 << 20) is None:
+                    fill_witness()
+            elif self.start_image == self.image.id:
+                # nothing of the change runs in either: the tree goes in through the first
+                # container (the image's `sleep`) beside proofgate's files through the holder
+                concurrently(start_and_fill_tree, fill_witness)
             else:
-                fill()
+                fill_witness()
+                fill_tree(holder)
                 self._start(cid)
         except (DockerRefused, EgressStartError) as e:
             return str(e)
         return None
 
-    def _fill_witness(self, holder: str) -> None:
+    def _fill_witness(self, holder: str, started: bool = True) -> None:
         """The witness volume, and setup's and build's prefix, with the image's own
         bytecode linked in both (gate/sandbox/bytecode.py), extracted by the daemon
         through the holder: a container of the configured image in which nothing of the
-        check runs."""
+        check runs (not `started`: it starts only to list bytecode not cached)."""
+        if not started and bytecode.listed(self.image.id) is None:
+            self._start(holder)
         found = bytecode.listing(self.api, holder, self.image.id)
         self.journal.append("bytecode-linked", check=self.spec.name, files=len(found))
         with docker_errors("copy the witness into the container"):
@@ -327,19 +347,6 @@ class CheckRun:
         name = str(created["Name"])
         self.journal.append("volume-created", check=self.spec.name, volume=name[:12])
         return name
-
-    def _passwd_home(self, container: str, opened: bool) -> str | None:
-        """HOME of the check's user from the image's /etc/passwd, read by the daemon
-        before anything of the check ran."""
-        if not opened:
-            return "/root"
-        data = read_file(self.api, container, "/etc/passwd", 1 << 20)
-        name, _, _ = self.user.partition(":")
-        for line in (data or b"").decode("utf-8", "replace").splitlines():
-            fields = line.split(":")
-            if len(fields) >= 6 and name in (fields[0], fields[2]):
-                return fields[5] or None
-        return None
 
     def _create(self, image: str, *, read_only: bool, role: str = "check") -> str:
         """A container of the check (or with `role="holder"`, the holder); its id."""

@@ -10,9 +10,10 @@ from collections.abc import Callable
 
 from docker import APIClient
 
+from gate.model import CheckSpec, Phase
 from gate.sandbox.errors import DockerRefused, docker_errors
 
-__all__ = ["concurrently", "exit_code", "non_root", "oom_killed", "overlaps"]
+__all__ = ["concurrently", "exit_code", "lone", "non_root", "oom_killed", "overlaps"]
 
 
 def exit_code(api: APIClient, exec_id: str) -> int | None:
@@ -77,6 +78,15 @@ def concurrently(first: Callable[[], None], *rest: Callable[[], None]) -> None:
     raised = next((e for e in errors if e is not None), None)
     if raised is not None:
         raise raised
+
+
+def lone(spec: CheckSpec) -> bool:
+    """Whether the check is one container from start to end: a single test command, no
+    setup or build, and no report to read back after it (a check with a differential
+    also records its environment through the holder)."""
+    commands = [c for _, phase_commands in spec.phases for c in phase_commands]
+    tests_only = all(phase is Phase.TEST for phase, _ in spec.phases)
+    return tests_only and len(commands) == 1 and spec.junit is None
 
 
 def non_root(user: str) -> bool:

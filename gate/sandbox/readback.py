@@ -22,6 +22,7 @@ from docker import APIClient
 from gate.differential.paths import WORKSPACE
 from gate.sandbox.copy_in import close_iterator
 from gate.sandbox.errors import DockerRefused, docker_errors
+from gate.sandbox.execs import non_root
 from gate.util.journal import Journal
 
 JUNIT_MAX_BYTES = 16 * 1024 * 1024
@@ -101,3 +102,17 @@ def _single_regular_file(data: bytes | None, limit: int) -> bytes | None:
             return extracted.read() if extracted is not None else None
     except tarfile.TarError:
         return None
+
+
+def passwd_home(api: APIClient, container: str, user: str) -> str | None:
+    """HOME of the check's `user` from the image's /etc/passwd, read by the daemon through
+    `container` before anything of the check ran."""
+    if not non_root(user):
+        return "/root"
+    data = read_file(api, container, "/etc/passwd", 1 << 20)
+    name, _, _ = user.partition(":")
+    for line in (data or b"").decode("utf-8", "replace").splitlines():
+        fields = line.split(":")
+        if len(fields) >= 6 and name in (fields[0], fields[2]):
+            return fields[5] or None
+    return None

@@ -47,6 +47,7 @@ from gate.differential.tarprotect import PROTECTED_UID
 from gate.model import ShardFilter, WitnessSession
 
 __all__ = [
+    "BOOT_FILE",
     "MOUNT",
     "PYCACHE",
     "PROTECTED_UID",
@@ -226,6 +227,7 @@ _PACKAGE = (
     ("_shard.py", "plugin_shard.py"),
 )
 _BOOT = ("sitecustomize.py", "boot.py")
+BOOT_FILE = f"{BOOT_DIR}/{_BOOT[0]}"  # the start-up hook as the test containers see it
 _SHARD_FILE = "proofgate_shard.json"
 
 
