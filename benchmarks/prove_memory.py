@@ -116,8 +116,25 @@ def _descendants(root: int) -> list[int]:
     return out
 
 
-def measure(repo: Path, cfg: Path, cache: Path) -> tuple[int, int, int, float]:
-    """Exit code, own peak MiB, children's peak MiB, seconds of one prove process."""
+def _command(pid: int) -> str:
+    """A child's program and subcommand (`git apply`), or ""."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return ""
+    words = [Path(argv[0]).name]
+    rest = iter(argv[1:])
+    for arg in rest:
+        if arg == "-c":  # git's `-c name=value`
+            next(rest, None)
+        elif arg and not arg.startswith("-"):
+            words.append(arg)
+            break
+    return " ".join(words)
+
+
+def measure(repo: Path, cfg: Path, cache: Path) -> tuple[int, int, dict[str, int], float]:
+    """Exit code, own peak MiB, each child command's peak MiB, seconds of one prove."""
     argv = [sys.executable, "-c", _RUN, "prove", "--repo", str(repo), "--base", "main"]
     argv += ["--head", "pr", "--config", str(cfg), "--json"]
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
@@ -125,14 +142,14 @@ def measure(repo: Path, cfg: Path, cache: Path) -> tuple[int, int, int, float]:
     proc = subprocess.Popen(
         argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
-    children = 0
+    children: dict[str, int] = {}
     done = threading.Event()
 
     def poll() -> None:
-        nonlocal children
         while not done.is_set():
             for pid in _descendants(proc.pid):
-                children = max(children, _rss_kib(pid))
+                rss, name = _rss_kib(pid), _command(pid)
+                children[name] = max(children.get(name, 0), rss // 1024)
             time.sleep(0.02)
 
     poller = threading.Thread(target=poll, daemon=True)
@@ -145,7 +162,7 @@ def measure(repo: Path, cfg: Path, cache: Path) -> tuple[int, int, int, float]:
     if not peaks:
         sys.stderr.write(err)
         raise SystemExit(f"prove exited {proc.returncode} without its peak")
-    return proc.returncode, int(peaks[-1]), children // 1024, elapsed
+    return proc.returncode, int(peaks[-1]), children, elapsed
 
 
 def main() -> int:
@@ -156,14 +173,17 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="proofgate-prove-memory-") as tmp:
         repo = Path(tmp) / "repo"
         build(repo, args.mb)
-        print(f"| configuration | exit | own MiB | children MiB | seconds |  ({args.mb} MB)")
-        print("| --- | ---: | ---: | ---: | ---: |")
+        print(f"{args.mb} MB binary\n")
+        print("| configuration | exit | own MiB | children MiB | largest child | seconds |")
+        print("| --- | ---: | ---: | ---: | --- | ---: |")
         for r in range(args.runs):
             for name, check in CONFIGS.items():
                 cfg = Path(tmp) / "proofgate.yml"
                 cfg.write_text(config(check))
                 code, own, kids, secs = measure(repo, cfg, Path(tmp) / f"cache-{r}-{name[:5]}")
-                print(f"| {name} | {code} | {own} | {kids} | {secs:.1f} |", flush=True)
+                top = max(kids, key=kids.__getitem__, default="")
+                row = f"| {name} | {code} | {own} | {kids.get(top, 0)} | {top} | {secs:.1f} |"
+                print(row, flush=True)
     return 0
 
 
