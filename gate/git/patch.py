@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 import pygit2
-from pygit2.enums import DeltaStatus, DiffFind, FileMode
+from pygit2.enums import DeltaStatus, DiffFind, DiffOption, FileMode
 
 from gate.errors import RepoError
 from gate.git.store import git_env
@@ -44,6 +44,10 @@ _MODE_COMMIT = int(FileMode.COMMIT)
 _LFS_POINTER = b"version https://git-lfs.github.com/spec/v1"
 _LFS_MAX = 1024  # git-lfs pointer files are far smaller than this
 _NO_ID = "0" * 40
+# a side larger than this is told binary from its first bytes, not read whole (issue 46)
+_LARGE = 4 << 20
+_BINARY_PREFIX = 8000  # git and libgit2: binary when a NUL lies in the first 8000 bytes
+_NUL = b"\0"
 
 _STATUS = {
     DeltaStatus.ADDED: ChangeStatus.ADDED,
@@ -80,10 +84,8 @@ def capture_patch(
     # about 5 times the blob in this process; git writes them in a child, streamed into an
     # unlinked temporary file that is read back once as the patch's bytes, so a large
     # binary costs this process its encoded size (a fifth more than the blob) once
-    diff = old_tree.diff_to_tree(new_tree)
-    diff.find_similar(flags=DiffFind.FIND_RENAMES)
     with tempfile.TemporaryFile(prefix="proofgate-patch-") as out:
-        entries, notes, complete = _write_patch(repo, diff, out)
+        entries, notes, complete = _write_patch(repo, _patches(repo, old_tree, new_tree), out)
         out.seek(0)
         data = out.read()
     merged = _fold_type_changes(entries)
@@ -99,8 +101,84 @@ def capture_patch(
     )
 
 
+def _patches(
+    repo: pygit2.Repository, old_tree: pygit2.Tree, new_tree: pygit2.Tree
+) -> Iterator[pygit2.Patch]:
+    """The patch of every delta of `old_tree` -> `new_tree`, renames found.
+
+    libgit2 reads both sides of a delta whole to tell whether it is binary (a loose object
+    twice over: compressed and inflated). A delta with a side larger than `_LARGE` is told
+    from its sides' first bytes instead, as git and libgit2 tell it (a NUL among the first
+    8000); a binary one then takes its patch from the same diff made with every file
+    binary, which reads no content. When the change both adds and deletes files, rename
+    detection could pair the two diffs' files differently: libgit2's patches are taken.
+
+    Raises:
+        pygit2.GitError: an object cannot be read (the caller translates it).
+    """
+    diff = old_tree.diff_to_tree(new_tree)
+    diff.find_similar(flags=DiffFind.FIND_RENAMES)
+    quick = [
+        p for p in old_tree.diff_to_tree(new_tree, flags=DiffOption.FORCE_BINARY) if p is not None
+    ]
+    statuses = {p.delta.status for p in quick}
+    paired = DeltaStatus.ADDED in statuses and DeltaStatus.DELETED in statuses
+    same = not paired and len(quick) == len(diff)  # then the two diffs' deltas are alike
+    for i in range(len(diff)):
+        if same and _large_binary(repo, quick[i].delta):
+            yield quick[i]
+        elif (patch := diff[i]) is not None:  # None: an unchanged entry, never with these flags
+            yield patch
+
+
+def _large_binary(repo: pygit2.Repository, delta: pygit2.DiffDelta) -> bool:
+    """Whether a side of `delta` is larger than `_LARGE` and the delta is binary."""
+    sides = [
+        f.id
+        for f in (delta.old_file, delta.new_file)
+        if str(f.id) != _NO_ID and int(f.mode) not in (_MODE_LINK, _MODE_COMMIT)
+    ]
+    sizes = [int(repo.odb.read_header(oid)[1]) for oid in sides]
+    if all(size <= _LARGE for size in sizes):
+        return False
+    return any(_NUL in _prefix(repo, oid, size) for oid, size in zip(sides, sizes, strict=True))
+
+
+def _prefix(repo: pygit2.Repository, oid: pygit2.Oid, size: int) -> bytes:
+    """The first `_BINARY_PREFIX` bytes of a blob; a large one from `git cat-file` in a
+    child, which stops reading there (this process never holds the blob).
+
+    Raises:
+        pygit2.GitError: git could not read the blob (the caller translates it).
+    """
+    if size <= _LARGE:
+        return bytes(repo.odb.read(oid)[1][:_BINARY_PREFIX])
+    env = _git_env(Path(repo.path))
+    git = shutil.which("git", path=env["PATH"])
+    if git is None:
+        raise pygit2.GitError("the git command-line tool is not installed")
+    got = b""
+    with subprocess.Popen(  # noqa: S603 (fixed argv, no shell)
+        [git, "cat-file", "blob", str(oid)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        out = proc.stdout
+        while out is not None and len(got) < _BINARY_PREFIX:
+            chunk = out.read(_BINARY_PREFIX - len(got))
+            if not chunk:
+                break
+            got += chunk
+        proc.kill()  # the rest is not wanted
+    if len(got) < min(size, _BINARY_PREFIX):
+        raise pygit2.GitError(f"git cat-file blob {oid} gave {len(got)} of its first bytes")
+    return got
+
+
 def _write_patch(
-    repo: pygit2.Repository, diff: pygit2.Diff, out: BinaryIO
+    repo: pygit2.Repository, diff: Iterator[pygit2.Patch], out: BinaryIO
 ) -> tuple[list[InventoryEntry], list[str], bool]:
     """Every section of `diff` into `out`: the inventory entries, coverage notes and
     whether every change could be captured."""
@@ -109,8 +187,6 @@ def _write_patch(
     notes: list[str] = []
     complete = True
     for patch in diff:
-        if patch is None:  # unchanged entries only; never with these flags
-            continue
         data: bytes = patch.data
         delta = patch.delta
         body: Iterator[bytes] = iter(())

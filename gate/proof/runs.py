@@ -18,7 +18,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -59,6 +59,7 @@ from gate.model import (
 from gate.sandbox.interface import Sandbox, SandboxError
 from gate.util import usercache
 from gate.util.journal import Journal, canonical_json
+from gate.util.spool import Spool
 from gate.witness import host as witness_env
 from gate.witness import judge as witness
 
@@ -220,7 +221,7 @@ def _cache_write(path: Path, outcomes: Mapping[TestId, TestOutcome], run: Run) -
 class _Job:
     check: CheckSpec
     run: str
-    tar: bytes | None  # None: the tree could not be built (see `problem`)
+    tar: Spool | None  # None: the tree could not be built (see `problem`)
     problem: str | None = None
     cache: Path | None = None
     future: Future[tuple[Run, Journal]] | None = None
@@ -250,24 +251,24 @@ def _execute(
     journal = Journal(clock=time.monotonic)
     if job.tar is None:
         return Run(name=job.run, outcomes=None, problem=job.problem), journal
-    if stop.is_set():
-        return Run(name=job.run, outcomes=None, problem="interrupted"), journal
     tar = job.tar
+    if stop.is_set():
+        tar.close()
+        return Run(name=job.run, outcomes=None, problem="interrupted"), journal
     # SPEC §3.2: every run gets the check's own environment and the same pytest options
     # as the head run (gate/witness/host.py `test_environment`): one environment-cache
     # key for all of them, and no test that behaves differently in one run.
     spec = dataclasses.replace(job.check, name=f"{job.check.name}@{job.run}")
     log.info("check %s: the %s run in a fresh container", job.check.name, job.run)
 
-    def stream() -> Iterator[bytes]:
-        yield tar
-
     try:
-        result = sandbox().run_check(spec, image, stream, journal, stop=stop)
+        result = sandbox().run_check(spec, image, tar.chunks, journal, stop=stop)
     except KeyboardInterrupt:  # told to stop: its containers are removed
         return Run(name=job.run, outcomes=None, problem="interrupted"), journal
     except SandboxError as e:
         return Run(name=job.run, outcomes=None, problem=f"the clean room failed: {e}"), journal
+    finally:
+        tar.close()
     got = _outcomes_of(result, job.run, job.check)
     if job.cache is not None and got.outcomes is not None and got.problem is None:
         _cache_write(job.cache, got.outcomes, got)
@@ -316,6 +317,10 @@ class Pending:
     def close(self) -> None:
         self._stop.set()  # after `finish` nothing runs; on an exception, end what does
         self._pool.shutdown(wait=True, cancel_futures=True)
+        for plan in self._plans:  # the archives of runs that never started
+            for job in plan.jobs.values():
+                if job.tar is not None:
+                    job.tar.close()
 
     def finish(
         self, results: tuple[CheckResult, ...], rules: Mapping[str, Decision]
@@ -553,8 +558,19 @@ def _from_receipt(plan: _Plan, offered: BaseReceipt, base_tree: TreeId) -> None:
     plan.reused_from = f"base receipt sha256:{offered.digest}"
 
 
-def _tar(source: EvidenceSource, tree: TreeId) -> bytes:
-    return b"".join(clean_room_archive(source, tree, clean_room_mtime()))
+def _tar(source: EvidenceSource, tree: TreeId) -> Spool:
+    """The run's tar, checked and written out before any run starts (an unsafe tree is
+    the run's problem, not a run cut short), kept on disk: a large blob in the tree costs
+    no memory (issue 46).
+
+    Raises:
+        RepoError, UnsafeTreeError: as `clean_room_archive`; RepoError when the temporary
+            file cannot be written.
+    """
+    try:
+        return Spool(clean_room_archive(source, tree, clean_room_mtime()))
+    except OSError as e:
+        raise RepoError(f"cannot write the archive of tree {tree[:12]} to disk: {e}") from e
 
 
 def _test_inputs(
@@ -695,7 +711,7 @@ def _plan(
     if plan.cached_base is not None:
         del trees[BASE]
     for name, tree in trees.items():
-        data: bytes | None = None
+        data: Spool | None = None
         problem = None
         try:
             data = _tar(source, tree)
