@@ -52,7 +52,10 @@ MAX_CI_FILE_BYTES = 1024 * 1024
 _MAX_NODES = 200_000
 _MAX_DEPTH = 64
 
-# Triggers that run with secrets or a write token on input an outsider controls.
+# Triggers that run with secrets or a write token on input an outsider controls: what a
+# pull request's author writes (a comment, a review, a title), what its own CI reports
+# back (a check run or suite, a commit status, a deployment status: branch names and
+# outputs of the pull request's runs), or an event any GitHub user causes.
 PRIVILEGED_TRIGGERS = frozenset(
     {
         "pull_request_target",
@@ -63,6 +66,13 @@ PRIVILEGED_TRIGGERS = frozenset(
         "pull_request_review_comment",
         "discussion",
         "discussion_comment",
+        "check_run",
+        "check_suite",
+        "status",
+        "deployment_status",
+        "fork",
+        "watch",
+        "gollum",
     }
 )
 # GitHub-hosted runner labels (standard and larger runners). Anything else is a runner

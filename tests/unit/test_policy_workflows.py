@@ -35,6 +35,10 @@ REACH: dict[str, tuple[str, str | None]] = {
     "input-runner": (_job("").replace("ubuntu-latest", "${{ inputs.runner }}"), "not GitHub"),
     "pull-request-target": (_job("", on="pull_request_target"), "trigger pull_request_target"),
     "workflow-run": (_job("", on="{workflow_run: {workflows: [ci]}}"), "trigger workflow_run"),
+    "check-suite": (_job("", on="{check_suite: {types: [completed]}}"), "trigger check_suite"),
+    "status": (_job("", on="status"), "trigger status"),
+    "fork": (_job("", on="[push, fork]"), "trigger fork"),
+    "push-and-pull-request": (_job("", on="[push, pull_request]"), None),
 }  # fmt: skip
 
 
